@@ -1,0 +1,11 @@
+//! Wire types: the JSON requests and responses of the HTTP API.
+//!
+//! Handlers (`http`) and the companion client (`client`) both use these
+//! types, so the two cannot drift. Field names and shapes follow the Python
+//! `agent-sandbox-server` 0.4.0a6 contract.
+
+pub mod core;
+pub mod error;
+
+pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
+pub use self::error::ErrorBody;

@@ -1,0 +1,331 @@
+//! Configuration of `serve`: flags, environment, config file, defaults.
+//!
+//! One options struct ([`ServeArgs`]) is filled by clap from flags and
+//! `ABX_SERVER_*` variables (a flag beats its variable); the TOML file
+//! ([`FileConfig`]) fills what both left unset; built-in defaults fill the
+//! rest. [`Config::resolve`] merges them explicitly into a [`Config`].
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::endpoints::Group;
+
+/// Default API port (the reference's).
+pub const DEFAULT_PORT: u16 = 9000;
+/// Default PTY WebSocket port (the reference's).
+pub const DEFAULT_PTY_PORT: u16 = 9001;
+/// Default boundary directory for paths (the reference's).
+pub const DEFAULT_BASE_DIR: &str = "/home/user";
+/// Config file read when none is named; a missing one is fine.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/agent-sandbox/server.toml";
+/// Default grace for in-flight requests at shutdown.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options of `serve` from flags and environment; unset fields fall back to the file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML config file (default /etc/agent-sandbox/server.toml when it exists).
+    #[arg(long, env = "ABX_SERVER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to bind [default: 0.0.0.0].
+    #[arg(long, env = "ABX_SERVER_HOST")]
+    pub host: Option<String>,
+    /// API port [default: 9000].
+    #[arg(long, env = "ABX_SERVER_PORT")]
+    pub port: Option<u16>,
+    /// PTY WebSocket port [default: 9001].
+    #[arg(long, env = "ABX_PTY_PORT")]
+    pub pty_port: Option<u16>,
+    /// Boundary directory for file paths [default: /home/user, else the current directory].
+    #[arg(long, env = "ABX_SERVER_BASE_DIR", value_name = "DIR")]
+    pub base_dir: Option<PathBuf>,
+    /// Policy JSON file.
+    #[arg(long, env = "ABX_SERVER_POLICY_FILE", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Policy preset: default, transfer-only, read-only, hardened, locked.
+    #[arg(long, env = "ABX_SERVER_PRESET")]
+    pub preset: Option<String>,
+    /// Opt-in groups to enable, comma-separated (dev_tools, browser, agents).
+    #[arg(long, env = "ABX_SERVER_ENABLED_GROUPS", value_delimiter = ',', value_name = "GROUPS")]
+    pub enabled_groups: Option<Vec<String>>,
+    /// Log format [default: plain].
+    #[arg(long, env = "ABX_SERVER_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log filter when RUST_LOG is unset [default: info].
+    #[arg(long, env = "ABX_SERVER_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Seconds in-flight requests get to finish at shutdown [default: 10].
+    #[arg(long, env = "ABX_SERVER_SHUTDOWN_GRACE_SECONDS", value_name = "SECONDS")]
+    pub shutdown_grace_seconds: Option<f64>,
+}
+
+/// The TOML config file; every key optional, unknown keys refused.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address to bind.
+    pub host: Option<String>,
+    /// API port.
+    pub port: Option<u16>,
+    /// PTY WebSocket port.
+    pub pty_port: Option<u16>,
+    /// Boundary directory for file paths.
+    pub base_dir: Option<PathBuf>,
+    /// Policy JSON file.
+    pub policy: Option<PathBuf>,
+    /// Policy preset.
+    pub preset: Option<String>,
+    /// Opt-in groups to enable.
+    pub enabled_groups: Option<Vec<String>>,
+    /// Log format.
+    pub log_format: Option<LogFormat>,
+    /// Log filter when RUST_LOG is unset.
+    pub log_level: Option<String>,
+    /// Seconds in-flight requests get to finish at shutdown.
+    pub shutdown_grace_seconds: Option<f64>,
+}
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A named config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for this server.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its location.
+        message: String,
+    },
+    /// A group name is not a group.
+    #[error("unknown group '{name}'{hint}; allowed: commands, file_ops, process, terminal, system, dev_tools, browser, agents")]
+    UnknownGroup {
+        /// The name given.
+        name: String,
+        /// A "did you mean" hint.
+        hint: String,
+    },
+    /// A value out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Where the base dir came from, so the fallback can be reported once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseDirSource {
+    /// Set by a flag, variable or file.
+    Configured,
+    /// The default `/home/user`.
+    Default,
+    /// `/home/user` does not exist; the current directory is used.
+    FallbackToCurrentDir,
+}
+
+/// The resolved configuration of `serve`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to bind.
+    pub host: String,
+    /// API port (0 picks a free one).
+    pub port: u16,
+    /// PTY WebSocket port (0 picks a free one).
+    pub pty_port: u16,
+    /// Boundary directory for paths.
+    pub base_dir: PathBuf,
+    /// Where `base_dir` came from.
+    pub base_dir_source: BaseDirSource,
+    /// Policy JSON file.
+    pub policy: Option<PathBuf>,
+    /// Policy preset.
+    pub preset: Option<String>,
+    /// Opt-in groups enabled.
+    pub enabled_groups: Vec<Group>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log filter when RUST_LOG is unset.
+    pub log_level: String,
+    /// Grace for in-flight requests at shutdown.
+    pub shutdown_grace: Duration,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// Merges flags and environment over the config file over the defaults.
+    ///
+    /// # Errors
+    /// A named config file that cannot be read or parsed, an unknown group,
+    /// or a value out of range.
+    pub fn resolve(args: ServeArgs) -> Result<Config, ConfigError> {
+        let (file, config_file) = load_file(args.config.as_deref())?;
+        Self::merge(args, file, config_file)
+    }
+
+    fn merge(args: ServeArgs, file: FileConfig, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
+        let host = args.host.or(file.host).unwrap_or_else(|| "0.0.0.0".into());
+        let (base_dir, base_dir_source) = match args.base_dir.or(file.base_dir) {
+            Some(dir) => (absolute(dir), BaseDirSource::Configured),
+            None if Path::new(DEFAULT_BASE_DIR).is_dir() => (PathBuf::from(DEFAULT_BASE_DIR), BaseDirSource::Default),
+            None => (absolute(PathBuf::from(".")), BaseDirSource::FallbackToCurrentDir),
+        };
+        let groups = args.enabled_groups.or(file.enabled_groups).unwrap_or_default();
+        let grace = args.shutdown_grace_seconds.or(file.shutdown_grace_seconds);
+        let shutdown_grace = match grace {
+            None => DEFAULT_SHUTDOWN_GRACE,
+            Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
+            Some(s) => return Err(ConfigError::Invalid(format!("shutdown_grace_seconds must be >= 0, got {s}"))),
+        };
+        Ok(Config {
+            host,
+            port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
+            pty_port: args.pty_port.or(file.pty_port).unwrap_or(DEFAULT_PTY_PORT),
+            base_dir,
+            base_dir_source,
+            policy: args.policy.or(file.policy),
+            preset: args.preset.or(file.preset),
+            enabled_groups: parse_groups(&groups)?,
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+            log_level: args.log_level.or(file.log_level).unwrap_or_else(|| "info".into()),
+            shutdown_grace,
+            config_file,
+        })
+    }
+
+    /// Whether the bind address is reachable only from this machine.
+    pub fn is_loopback(&self) -> bool {
+        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
+}
+
+/// Reads the named config file, or the default one when it exists.
+fn load_file(named: Option<&Path>) -> Result<(FileConfig, Option<PathBuf>), ConfigError> {
+    let path = match named {
+        Some(path) => path.to_path_buf(),
+        None if Path::new(DEFAULT_CONFIG_FILE).is_file() => PathBuf::from(DEFAULT_CONFIG_FILE),
+        None => return Ok((FileConfig::default(), None)),
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+    let file = parse_file(&text).map_err(|message| ConfigError::Parse { path: path.clone(), message })?;
+    Ok((file, Some(path)))
+}
+
+/// Parses config file text.
+///
+/// # Errors
+/// The TOML error, naming the key and line.
+pub fn parse_file(text: &str) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+}
+
+/// Parses group names (`core` and blanks are ignored, as the reference does).
+///
+/// # Errors
+/// [`ConfigError::UnknownGroup`] with a suggestion.
+pub fn parse_groups(names: &[String]) -> Result<Vec<Group>, ConfigError> {
+    let mut groups = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty() && *n != "core") {
+        let group = Group::from_name(name).ok_or_else(|| ConfigError::UnknownGroup {
+            name: name.to_string(),
+            hint: crate::policy::suggest(name, Group::ALL.iter().map(|g| g.as_str())),
+        })?;
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    Ok(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_the_file_which_beats_defaults() {
+        let args = ServeArgs { port: Some(1), ..ServeArgs::default() };
+        let file =
+            FileConfig { port: Some(2), pty_port: Some(3), host: Some("127.0.0.1".into()), ..FileConfig::default() };
+        let config = Config::merge(args, file, None).expect("valid");
+        assert_eq!((config.port, config.pty_port, config.host.as_str()), (1, 3, "127.0.0.1"));
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!((defaults.port, defaults.pty_port, defaults.host.as_str()), (9000, 9001, "0.0.0.0"));
+        assert_eq!(defaults.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+    }
+
+    #[test]
+    fn groups_are_validated_with_a_hint() {
+        assert_eq!(
+            parse_groups(&["dev_tools".into(), " core".into(), "".into()]).expect("valid"),
+            vec![Group::DevTools]
+        );
+        let err = parse_groups(&["devtools".into()]).expect_err("unknown");
+        assert!(err.to_string().contains("did you mean 'dev_tools'"), "{err}");
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let err = parse_file("prot = 9000\n").expect_err("unknown key");
+        assert!(err.contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn the_example_config_parses_and_documents_every_key() {
+        let text = include_str!("../config.example.toml");
+        let file = parse_file(text).expect("config.example.toml parses");
+        assert_eq!(file.port, Some(DEFAULT_PORT));
+        assert_eq!(file.pty_port, Some(DEFAULT_PTY_PORT));
+        for key in [
+            "host",
+            "port",
+            "pty_port",
+            "base_dir",
+            "policy",
+            "preset",
+            "enabled_groups",
+            "log_format",
+            "log_level",
+            "shutdown_grace_seconds",
+        ] {
+            assert!(
+                text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),
+                "{key} undocumented"
+            );
+        }
+    }
+
+    #[test]
+    fn a_named_config_file_that_is_missing_is_fatal() {
+        let err = load_file(Some(Path::new("/nonexistent/server.toml"))).expect_err("missing");
+        assert!(matches!(err, ConfigError::Read { .. }));
+    }
+
+    #[test]
+    fn negative_grace_is_refused() {
+        let args = ServeArgs { shutdown_grace_seconds: Some(-1.0), ..ServeArgs::default() };
+        assert!(Config::merge(args, FileConfig::default(), None).is_err());
+    }
+}

@@ -1,0 +1,39 @@
+//! Handlers of the core group: `GET /health`, `GET /capabilities`, `POST /capabilities/check`.
+
+use axum::extract::State;
+use axum::Json;
+
+use super::error::ApiError;
+use super::extract::JsonBody;
+use super::AppState;
+use crate::api::{Capabilities, CheckRequest, Decision, Health};
+use crate::policy::{Grant, Op};
+
+/// `GET /health`: always `{"status": "ok"}` while the server runs.
+pub async fn health() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+/// `GET /capabilities`: the discovery document for the caller.
+pub async fn capabilities(State(app): State<AppState>, grant: Grant) -> Json<Capabilities> {
+    Json(app.engine.describe(grant.identity(), &|ep| app.served(ep)))
+}
+
+/// `POST /capabilities/check`: the decision for a call the client is about to make.
+pub async fn check(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(body): JsonBody<CheckRequest>,
+) -> Result<Json<Decision>, ApiError> {
+    if body.endpoint.is_empty() {
+        return Err(ApiError::bad_request("Missing or invalid 'endpoint'"));
+    }
+    let op = match body.op.as_deref() {
+        None => None,
+        Some(name) => {
+            Some(Op::from_name(name).ok_or_else(|| ApiError::bad_request("'op' must be read, write, delete or exec"))?)
+        }
+    };
+    let paths: Vec<String> = body.path.into_iter().chain(body.paths.unwrap_or_default()).collect();
+    Ok(Json(app.engine.check(grant.identity(), &body.endpoint, &paths, op, &|ep| app.served(ep))))
+}

@@ -1,0 +1,153 @@
+//! `ApiError`: every failure a handler or the pipeline returns, written once
+//! as the reference server's JSON error body with its exact status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::api::ErrorBody;
+use crate::policy::Denial;
+
+/// The machine code of an error response, kept as a response extension for the audit line.
+#[derive(Debug, Clone)]
+pub struct ErrorCode(pub String);
+
+/// An error answer: status, JSON body and whether to close the connection.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: Box<ErrorBody>,
+    close: bool,
+}
+
+impl ApiError {
+    /// An error with a status, message and exception name.
+    pub fn new(status: StatusCode, message: impl Into<String>, error_type: &str) -> Self {
+        ApiError { status, body: Box::new(ErrorBody::new(message, error_type)), close: false }
+    }
+
+    /// 400 `ValueError`: the request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, message, "ValueError")
+    }
+
+    /// 404 `ValueError` for a path no endpoint serves.
+    pub fn route_not_found(path: &str) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, format!("Not found: {path}"), "ValueError")
+    }
+
+    /// 405 for a known path with another method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("Method {method} is not allowed on {path}"), "ValueError")
+            .with_code("method_not_allowed")
+    }
+
+    /// 413 with the limit, for a body over `max_request_bytes`.
+    pub fn payload_too_large(size: Option<u64>, limit: u64) -> Self {
+        let message = match size {
+            Some(size) => format!("Request body too large ({size} bytes); limit is {limit}"),
+            None => format!("Request body too large; limit is {limit}"),
+        };
+        let mut err =
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError").with_code("payload_too_large");
+        err.body.limit = Some(limit);
+        err
+    }
+
+    /// 501 for an endpoint this build does not serve yet.
+    pub fn not_implemented(endpoint: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            format!("Endpoint '{endpoint}' is not implemented by this server"),
+            "NotImplementedError",
+        )
+        .with_code("not_implemented")
+        .with_endpoint(endpoint)
+    }
+
+    /// 500 whose details went to the log, not to the client.
+    pub fn internal() -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error", "InternalError").with_code("internal")
+    }
+
+    /// Sets the machine code.
+    pub fn with_code(mut self, code: &str) -> Self {
+        self.body.code = Some(code.to_string());
+        self
+    }
+
+    /// Sets the endpoint id, unless one is set.
+    pub fn with_endpoint(mut self, endpoint: &str) -> Self {
+        self.body.endpoint.get_or_insert_with(|| endpoint.to_string());
+        self
+    }
+
+    /// Closes the connection after answering (the request body was not read).
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The machine code, if any.
+    pub fn code(&self) -> Option<&str> {
+        self.body.code.as_deref()
+    }
+}
+
+impl From<Denial> for ApiError {
+    fn from(denial: Denial) -> Self {
+        let status = StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN);
+        let mut body = ErrorBody::new(denial.to_string(), denial.error_type()).with_code(denial.code());
+        body.retry_after = denial.retry_after();
+        match denial {
+            Denial::EndpointDisabled { rule, .. } => body.rule = Some(rule),
+            Denial::MissingScope { identity, scope, endpoint } => {
+                body.scope = Some(scope);
+                body.identity = Some(identity);
+                body.endpoint = Some(endpoint);
+            }
+            _ => {}
+        }
+        ApiError { status, body: Box::new(body), close: false }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry_after = self.body.retry_after;
+        let code = self.body.code.clone();
+        let mut response = (self.status, Json(self.body)).into_response();
+        if let Some(code) = code {
+            response.extensions_mut().insert(ErrorCode(code));
+        }
+        let headers = response.headers_mut();
+        if let Some(seconds) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.close {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_carry_rule_scope_and_retry_hint() {
+        let err = ApiError::from(Denial::EndpointDisabled { message: "off".into(), rule: "policy:x".into() });
+        assert_eq!(err.status(), StatusCode::NOT_FOUND);
+        assert_eq!(err.body.rule.as_deref(), Some("policy:x"));
+        let err = ApiError::from(Denial::RateLimited { retry_after: 7 });
+        let response = err.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "7");
+    }
+}

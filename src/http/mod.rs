@@ -1,0 +1,129 @@
+//! The HTTP edge: the router built from the endpoint table, the request
+//! pipeline, extractors, the JSON error mapping, and the handlers.
+//!
+//! Handlers extract, call a domain module, and map the result; the domain
+//! modules never see HTTP.
+
+mod core;
+pub mod error;
+pub mod extract;
+mod pipeline;
+pub mod routes;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{Method, Uri};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use axum::{Router, ServiceExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::Layer;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::normalize_path::NormalizePathLayer;
+
+pub use self::error::ApiError;
+pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
+use self::pipeline::{pipeline, RouteContext};
+use crate::endpoints::{Endpoint, ENDPOINTS};
+use crate::policy::PolicyEngine;
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The policy engine.
+    pub engine: Arc<PolicyEngine>,
+    /// Cancelled when the server shuts down; long streams end on it.
+    pub shutdown: CancellationToken,
+    served: Arc<HashSet<&'static str>>,
+}
+
+impl AppState {
+    /// State for a server with this policy.
+    pub fn new(engine: Arc<PolicyEngine>, shutdown: CancellationToken) -> Self {
+        let served =
+            ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
+        AppState { engine, shutdown, served: Arc::new(served) }
+    }
+
+    /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).
+    pub fn served(&self, endpoint: &Endpoint) -> bool {
+        self.served.contains(endpoint.id)
+    }
+}
+
+/// The router of the API port: one route per endpoint of the table.
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new();
+    for endpoint in ENDPOINTS.iter().filter(|e| !e.is_virtual()) {
+        let id = endpoint.id;
+        let method_router = routes::handler(endpoint)
+            .unwrap_or_else(|| routes::bind(endpoint, move || async move { ApiError::not_implemented(id) }));
+        let route = RouteContext { app: state.clone(), endpoint };
+        router = router.route(endpoint.path, method_router.layer(from_fn_with_state(route, pipeline)));
+    }
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::route_not_found(trimmed(uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(method.as_str(), trimmed(uri.path()))
+}
+
+fn trimmed(path: &str) -> &str {
+    match path.trim_end_matches('/') {
+        "" => "/",
+        p => p,
+    }
+}
+
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(panic = detail, "a handler panicked");
+    ApiError::internal().into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled, then lets
+/// in-flight requests finish for at most `grace`.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let service = NormalizePathLayer::trim_trailing_slash().layer(router);
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let server = axum::serve(listener, ServiceExt::<Request>::into_make_service(service))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let deadline = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = server => result,
+        () = deadline => {
+            tracing::warn!(grace_seconds = grace.as_secs_f64(), "requests still running after the shutdown grace; closing them");
+            Ok(())
+        }
+    }
+}

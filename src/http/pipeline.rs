@@ -1,0 +1,201 @@
+//! The request pipeline every endpoint runs behind: authenticate, admit
+//! (one policy decision), bound the body, run the handler, log and audit.
+//!
+//! It is attached to each route by `http::router` with the route's
+//! [`Endpoint`], so it knows which rule applies without matching again.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+
+use super::error::{ApiError, ErrorCode};
+use super::extract::BodyLimit;
+use super::AppState;
+use crate::endpoints::{Endpoint, Limit};
+use crate::policy::rules::AuditMode;
+use crate::policy::{Credentials, Denial, Identity, LimitValue, Permit};
+
+/// Default `max_request_bytes`: 10 MiB, as the reference.
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;
+
+/// An oversized body is read and discarded up to this many bytes so the
+/// client sees the 413 instead of a reset connection.
+const DRAIN_CAP: u64 = 256 * 1024 * 1024;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the pipeline needs to know about the route it guards.
+#[derive(Clone)]
+pub struct RouteContext {
+    /// Shared server state.
+    pub app: AppState,
+    /// The endpoint this route serves.
+    pub endpoint: &'static Endpoint,
+}
+
+/// The middleware function attached to every endpoint route.
+pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let endpoint = route.endpoint;
+    let method = req.method().clone();
+    let (identity, response) = match gate(&route, &mut req).await {
+        Ok((identity, permit)) => {
+            let response = next.run(req).await;
+            (Some(identity), hold_permit(response, permit))
+        }
+        Err((identity, err)) => (identity, err.into_response()),
+    };
+    let status = response.status().as_u16();
+    let code = response.extensions().get::<ErrorCode>().map(|c| c.0.as_str());
+    let identity_id = identity.as_ref().map_or("-", |i| i.id.as_str());
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if endpoint.id == "health" {
+        tracing::debug!(target: "access", endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
+    } else {
+        tracing::info!(target: "access", endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
+    }
+    let mode = route.app.engine.rule(endpoint).audit;
+    let denied = matches!(status, 401 | 403 | 404 | 413 | 429) || code.is_some();
+    if mode == AuditMode::All || (mode == AuditMode::Deny && denied) {
+        let decision = if denied { "deny" } else { "allow" };
+        tracing::info!(target: "audit", endpoint = endpoint.id, identity = identity_id, %method, decision, status, code);
+    }
+    response
+}
+
+type Refusal = (Option<Identity>, ApiError);
+
+async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Identity, Option<Permit>), Refusal> {
+    let endpoint = route.endpoint;
+    let engine = &route.app.engine;
+    let identity = if endpoint.auth_required {
+        engine.authenticate(&credentials(req.headers())).map_err(|d| (None, ApiError::from(d)))?
+    } else {
+        Identity::unauthenticated()
+    };
+    let refuse = |identity: &Identity, denial: Denial| {
+        (Some(identity.clone()), ApiError::from(denial).with_endpoint(endpoint.id))
+    };
+    let (grant, permit) = engine.admit(endpoint, identity.clone()).map_err(|d| refuse(&identity, d))?;
+    if has_duplicate_keys(req.uri().query().unwrap_or_default()) {
+        return Err(refuse(&identity, Denial::DuplicateParameter));
+    }
+    if matches!(*req.method(), Method::POST | Method::PUT | Method::DELETE) {
+        let limit = grant.limit(Limit::MaxRequestBytes).map_or(DEFAULT_MAX_REQUEST_BYTES, LimitValue::as_u64);
+        match content_length(req.headers()) {
+            Err(()) => return Err((Some(identity), ApiError::bad_request("Invalid Content-Length header"))),
+            Ok(Some(size)) if size > limit => {
+                drain(std::mem::take(req.body_mut()), size).await;
+                let err = ApiError::payload_too_large(Some(size), limit).with_endpoint(endpoint.id).closing();
+                return Err((Some(identity), err));
+            }
+            Ok(_) => {
+                req.extensions_mut().insert(BodyLimit(limit));
+            }
+        }
+    }
+    req.extensions_mut().insert(grant);
+    Ok((identity, permit))
+}
+
+fn credentials(headers: &HeaderMap) -> Credentials<'_> {
+    let values = |name| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+    Credentials { authorization: values(header::AUTHORIZATION.as_str()), access_tokens: values("x-access-token") }
+}
+
+fn has_duplicate_keys(query: &str) -> bool {
+    let mut keys: Vec<_> = form_urlencoded::parse(query.as_bytes()).map(|(k, _)| k).collect();
+    let total = keys.len();
+    keys.sort();
+    keys.dedup();
+    keys.len() != total
+}
+
+/// The declared body size; `Err` when the header is malformed or repeated with different values.
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    let mut found = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        let text = value.to_str().map_err(|_| ())?.trim();
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(());
+        }
+        let n: u64 = text.parse().map_err(|_| ())?;
+        if found.is_some_and(|f| f != n) {
+            return Err(());
+        }
+        found = Some(n);
+    }
+    Ok(found)
+}
+
+/// Reads and discards a body the server refuses, within a byte and time budget.
+async fn drain(mut body: Body, size: u64) {
+    if size > DRAIN_CAP {
+        return;
+    }
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async { while let Some(Ok(_)) = body.frame().await {} }).await;
+}
+
+/// Keeps the concurrency slot until the response body has been sent.
+fn hold_permit(response: Response, permit: Option<Permit>) -> Response {
+    match permit {
+        None => response,
+        Some(permit) => response.map(|body| Body::new(PermitBody { inner: body, _permit: permit })),
+    }
+}
+
+struct PermitBody {
+    inner: Body,
+    _permit: Permit,
+}
+
+impl HttpBody for PermitBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn duplicate_query_keys_are_found() {
+        assert!(has_duplicate_keys("a=1&a=2"));
+        assert!(has_duplicate_keys("a=1&b=2&a"));
+        assert!(!has_duplicate_keys("a=1&b=2"));
+        assert!(!has_duplicate_keys(""));
+    }
+
+    #[test]
+    fn content_length_must_be_one_number() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(content_length(&headers), Ok(None));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("12"));
+        assert_eq!(content_length(&headers), Ok(Some(12)));
+        headers.append(header::CONTENT_LENGTH, HeaderValue::from_static("13"));
+        assert_eq!(content_length(&headers), Err(()));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("-1"));
+        assert_eq!(content_length(&headers), Err(()));
+    }
+}

@@ -1,0 +1,36 @@
+//! `agent-sandbox-server`: the in-sandbox agent server daemon.
+//!
+//! Every agent sandbox runs it as its long-running HTTP service; it is a
+//! drop-in replacement for the Python `agent-sandbox-server` 0.4.0a6.
+//!
+//! # Layout
+//!
+//! - [`endpoints`]: the endpoint table, the single source of truth for ids,
+//!   bindings, groups, scopes and tunable limits.
+//! - [`policy`]: authentication, the per-endpoint rules compiled from every
+//!   policy input, path scoping, rate limits and discovery. No HTTP.
+//! - [`http`]: the edge. The router is built from the table; one pipeline
+//!   authenticates and admits every request; handlers extract, call a
+//!   domain module and map the result; `http::error` writes every failure as
+//!   the reference's JSON error body.
+//! - [`api`]: the JSON wire types shared by handlers and [`client`].
+//! - [`client`]: the companion async Rust client.
+//! - [`config`]: flags > environment > config file > defaults.
+//! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
+//! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
+//! - Domain modules, filled by later work, never import axum: `fs` (files),
+//!   `process` (supervised processes), `pty` (terminals), `code` (code
+//!   execution), `system` (system information).
+
+pub mod api;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod endpoints;
+pub mod http;
+pub mod logging;
+pub mod policy;
+pub mod server;
+
+/// Version reported by `version` and `/capabilities`.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

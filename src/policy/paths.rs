@@ -1,0 +1,359 @@
+//! Path scoping: resolve a caller's path and check it against a rule's
+//! `paths` section (allowed roots, deny patterns, read-only, symlinks).
+//!
+//! [`PathGuard::resolve`] returns the fully resolved path that the operation
+//! must then use, so a path is resolved once. Checks run before any existence
+//! check, so a denial never tells whether a path exists. Domain code that
+//! opens files narrows the remaining check-to-use window itself (for example
+//! with `O_NOFOLLOW` and a re-check of the opened descriptor).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::rules::{EffectiveRule, SymlinkMode};
+use super::Denial;
+
+/// Longest path accepted, in bytes.
+pub const MAX_PATH_LENGTH: usize = 4096;
+
+/// Directories no rule can reach, whatever its roots.
+pub const SYSTEM_DENY: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// How a path is about to be used; `read_only` refuses writes and deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Reading.
+    Read,
+    /// Creating or changing.
+    Write,
+    /// Removing.
+    Delete,
+    /// Running a program in it.
+    Exec,
+}
+
+impl Op {
+    /// Parses `read`, `write`, `delete` or `exec`.
+    pub fn from_name(name: &str) -> Option<Op> {
+        match name {
+            "read" => Some(Op::Read),
+            "write" => Some(Op::Write),
+            "delete" => Some(Op::Delete),
+            "exec" => Some(Op::Exec),
+            _ => None,
+        }
+    }
+
+    /// The operation class an endpoint performs on its paths by default.
+    pub fn default_for(endpoint: &str) -> Op {
+        match endpoint {
+            "files_mkdir" | "files_upload_stream" => Op::Write,
+            "files_delete" | "files_move" => Op::Delete,
+            "shell" | "shell_stream" | "process_start" => Op::Exec,
+            _ => Op::Read,
+        }
+    }
+}
+
+/// The path rules of one endpoint, ready to check paths.
+#[derive(Debug, Clone)]
+pub struct PathGuard {
+    /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
+    roots: Vec<(PathBuf, PathBuf)>,
+    deny: Vec<globset::GlobMatcher>,
+    deny_prefixes: Vec<PathBuf>,
+    read_only: bool,
+    symlinks: SymlinkMode,
+}
+
+impl PathGuard {
+    /// The guard for `rule`, with `base_dir` as the root when the rule allows none.
+    pub fn new(base_dir: &Path, rule: &EffectiveRule) -> Self {
+        let raw_roots: Vec<PathBuf> =
+            if rule.allow.is_empty() { vec![base_dir.to_path_buf()] } else { rule.allow.clone() };
+        let roots = raw_roots
+            .into_iter()
+            .map(|r| {
+                let lexical = normalize(&r);
+                let real = realpath(&lexical);
+                (lexical, real)
+            })
+            .collect();
+        let mut deny = Vec::new();
+        let mut deny_prefixes: Vec<PathBuf> = SYSTEM_DENY.iter().map(PathBuf::from).collect();
+        for pattern in &rule.deny {
+            if pattern.starts_with('/') && !pattern.contains(['*', '?', '[']) {
+                deny_prefixes.push(PathBuf::from(pattern.trim_end_matches('/')));
+            } else if let Some(m) = deny_matcher(pattern) {
+                deny.push(m);
+            }
+        }
+        PathGuard { roots, deny, deny_prefixes, read_only: rule.read_only, symlinks: rule.symlinks }
+    }
+
+    /// The directory relative paths resolve against.
+    pub fn primary_root(&self) -> &Path {
+        self.roots.first().map_or(Path::new("/"), |(_, real)| real.as_path())
+    }
+
+    /// Resolves `raw` and authorises `op` on it; `field` labels messages (`cwd`).
+    ///
+    /// # Errors
+    /// `invalid_path` for malformed input, `path_not_allowed`, `symlink_denied`,
+    /// `path_denied` or `read_only` when the rule refuses it.
+    pub fn resolve(&self, raw: &str, op: Op, field: &str) -> Result<PathBuf, Denial> {
+        let label = if field.is_empty() { String::new() } else { format!("{field}: ") };
+        let invalid = |reason| Denial::InvalidPath { field: label.clone(), reason };
+        if raw.is_empty() {
+            return Err(invalid("Missing or invalid path"));
+        }
+        if raw.contains('\0') {
+            return Err(invalid("Path contains a NUL byte"));
+        }
+        if raw.len() > MAX_PATH_LENGTH {
+            return Err(invalid("Path too long"));
+        }
+        let lexical = normalize(&self.primary_root().join(raw));
+        let resolved = realpath(&lexical);
+        self.authorise(&lexical, &resolved, op, &label)?;
+        Ok(resolved)
+    }
+
+    /// Authorises an already resolved path (for example one read back from an open descriptor).
+    ///
+    /// # Errors
+    /// As [`PathGuard::resolve`].
+    pub fn check_resolved(&self, resolved: &Path, op: Op) -> Result<(), Denial> {
+        self.authorise(resolved, resolved, op, "")
+    }
+
+    /// Whether `resolved` lies inside an allowed root and outside every deny pattern.
+    pub fn permits_resolved(&self, resolved: &Path) -> bool {
+        self.check_resolved(resolved, Op::Read).is_ok()
+    }
+
+    fn authorise(&self, lexical: &Path, resolved: &Path, op: Op, label: &str) -> Result<(), Denial> {
+        let Some(root) = self.roots.iter().find(|(_, real)| resolved.starts_with(real)) else {
+            return Err(Denial::PathNotAllowed { field: label.to_string() });
+        };
+        if self.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
+            return Err(Denial::SymlinkDenied { field: label.to_string() });
+        }
+        if self.denied(resolved) || self.denied(lexical) {
+            return Err(Denial::PathDenied { field: label.to_string() });
+        }
+        if self.read_only && matches!(op, Op::Write | Op::Delete) {
+            return Err(Denial::ReadOnly { field: label.to_string() });
+        }
+        Ok(())
+    }
+
+    fn denied(&self, path: &Path) -> bool {
+        self.deny_prefixes.iter().any(|p| path.starts_with(p))
+            || path.ancestors().take_while(|a| *a != Path::new("/")).any(|a| self.deny.iter().any(|m| m.is_match(a)))
+    }
+}
+
+/// For `symlinks: never`: the lexical path must map onto the resolved one below the root.
+fn lexically_inside(lexical: &Path, (lex_root, real_root): &(PathBuf, PathBuf), resolved: &Path) -> bool {
+    let rel = lexical.strip_prefix(real_root).or_else(|_| lexical.strip_prefix(lex_root));
+    rel.is_ok_and(|rel| real_root.join(rel) == resolved || (rel.as_os_str().is_empty() && resolved == real_root))
+}
+
+/// A deny pattern as a matcher over whole paths.
+///
+/// No `/` in the pattern: it matches any one component (`*.pem`, `.env`).
+/// Absolute: a directory prefix, globs allowed (`/home/*/.ssh`).
+/// Otherwise: the tail of a path (`**/.env`, `secrets/*.key`).
+fn deny_matcher(pattern: &str) -> Option<globset::GlobMatcher> {
+    let stripped = pattern.trim_end_matches('/');
+    let full = if !pattern.contains('/') {
+        format!("**/{stripped}")
+    } else if pattern.starts_with('/') {
+        stripped.to_string()
+    } else {
+        format!("**/{}", stripped.strip_prefix("**/").unwrap_or(stripped))
+    };
+    globset::GlobBuilder::new(&full).literal_separator(false).build().ok().map(|g| g.compile_matcher())
+}
+
+/// Lexically normalises an absolute path: removes `.`, resolves `..`, never above `/`.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Resolves every symlink of an absolute, normalised path, as far as the path
+/// exists; the missing tail is appended lexically (like Python's `realpath`).
+pub fn realpath(path: &Path) -> PathBuf {
+    let mut resolved = PathBuf::from("/");
+    let mut pending: Vec<PathBuf> = path.components().rev().filter_map(component_part).collect();
+    let mut hops = 0;
+    let mut exists = true;
+    while let Some(part) = pending.pop() {
+        if part.as_os_str() == OsStr::from_bytes(b"..") {
+            resolved.pop();
+            continue;
+        }
+        let candidate = resolved.join(&part);
+        if !exists {
+            resolved = candidate;
+            continue;
+        }
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() && hops < 40 => {
+                hops += 1;
+                match std::fs::read_link(&candidate) {
+                    Ok(target) => {
+                        if target.is_absolute() {
+                            resolved = PathBuf::from("/");
+                        }
+                        pending.extend(target.components().rev().filter_map(component_part));
+                    }
+                    Err(_) => resolved = candidate,
+                }
+            }
+            Ok(_) => resolved = candidate,
+            Err(_) => {
+                exists = false;
+                resolved = candidate;
+            }
+        }
+    }
+    resolved
+}
+
+fn component_part(component: Component<'_>) -> Option<PathBuf> {
+    match component {
+        Component::Normal(part) => Some(PathBuf::from(part)),
+        Component::ParentDir => Some(PathBuf::from("..")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::rules::{compile, EffectiveRule};
+    use std::os::unix::fs::symlink;
+
+    fn rule(configure: impl FnOnce(&mut EffectiveRule)) -> EffectiveRule {
+        let mut rules = compile(&[], true).expect("compiles");
+        let mut r = rules.swap_remove(rules.iter().position(|r| r.endpoint.id == "files_stat").expect("files_stat"));
+        configure(&mut r);
+        r
+    }
+
+    fn base() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().canonicalize().expect("canonical");
+        (dir, real)
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_base_dir() {
+        let (_dir, root) = base();
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        assert_eq!(guard.resolve("a/b.txt", Op::Read, ""), Ok(root.join("a/b.txt")));
+        assert_eq!(guard.resolve("./a/../c", Op::Read, ""), Ok(root.join("c")));
+    }
+
+    #[test]
+    fn traversal_out_of_the_base_dir_is_refused() {
+        let (_dir, root) = base();
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        for raw in ["../x", "/etc/passwd", "a/../../x", "/", "../../../../../../etc"] {
+            let err = guard.resolve(raw, Op::Read, "").expect_err(raw);
+            assert_eq!(err.code(), "path_not_allowed", "{raw}");
+        }
+    }
+
+    #[test]
+    fn malformed_paths_are_invalid() {
+        let (_dir, root) = base();
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        assert_eq!(guard.resolve("", Op::Read, "").map_err(|e| e.code()), Err("invalid_path"));
+        assert_eq!(guard.resolve("a\0b", Op::Read, "").map_err(|e| e.code()), Err("invalid_path"));
+        let long = "a/".repeat(MAX_PATH_LENGTH);
+        assert_eq!(guard.resolve(&long, Op::Read, "").map_err(|e| e.code()), Err("invalid_path"));
+    }
+
+    #[test]
+    fn symlinks_pointing_outside_are_refused() {
+        let (_dir, root) = base();
+        symlink("/etc", root.join("out")).expect("symlink");
+        std::fs::create_dir(root.join("in")).expect("mkdir");
+        symlink(root.join("in"), root.join("inside")).expect("symlink");
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        assert_eq!(guard.resolve("out/passwd", Op::Read, "").map_err(|e| e.code()), Err("path_not_allowed"));
+        assert_eq!(guard.resolve("inside/x", Op::Read, ""), Ok(root.join("in/x")));
+        let never = PathGuard::new(&root, &rule(|r| r.symlinks = SymlinkMode::Never));
+        assert_eq!(never.resolve("inside/x", Op::Read, "").map_err(|e| e.code()), Err("symlink_denied"));
+        assert_eq!(never.resolve("in/x", Op::Read, ""), Ok(root.join("in/x")));
+    }
+
+    #[test]
+    fn deny_patterns_and_read_only() {
+        let (_dir, root) = base();
+        let guard = PathGuard::new(
+            &root,
+            &rule(|r| {
+                r.deny = vec!["*.pem".into(), "**/.ssh".into(), format!("{}/secret", root.display())];
+                r.read_only = true;
+            }),
+        );
+        for raw in ["key.pem", "a/b/key.pem", ".ssh/id", "x/.ssh", "secret", "secret/inner"] {
+            assert_eq!(guard.resolve(raw, Op::Read, "").map_err(|e| e.code()), Err("path_denied"), "{raw}");
+        }
+        assert!(guard.resolve("notes.txt", Op::Read, "").is_ok());
+        assert_eq!(guard.resolve("notes.txt", Op::Write, "").map_err(|e| e.code()), Err("read_only"));
+        assert!(guard.resolve("notes.txt", Op::Exec, "").is_ok());
+    }
+
+    #[test]
+    fn allow_roots_replace_the_base_dir() {
+        let (_dir, root) = base();
+        std::fs::create_dir(root.join("out")).expect("mkdir");
+        let guard = PathGuard::new(&root, &rule(|r| r.allow = vec![root.join("out")]));
+        assert_eq!(guard.resolve("f", Op::Read, ""), Ok(root.join("out/f")));
+        assert_eq!(
+            guard.resolve(&root.join("g").display().to_string(), Op::Read, "").map_err(|e| e.code()),
+            Err("path_not_allowed")
+        );
+    }
+
+    #[test]
+    fn realpath_resolves_chains_and_keeps_missing_tails() {
+        let (_dir, root) = base();
+        std::fs::create_dir(root.join("d")).expect("mkdir");
+        symlink("d", root.join("l1")).expect("symlink");
+        symlink("l1/../d", root.join("l2")).expect("symlink");
+        assert_eq!(realpath(&root.join("l2/missing/x")), root.join("d/missing/x"));
+        symlink("loop", root.join("loop")).expect("symlink");
+        let _ = realpath(&root.join("loop/x"));
+    }
+
+    #[test]
+    fn system_directories_are_always_denied() {
+        let guard = PathGuard::new(Path::new("/"), &rule(|_| {}));
+        assert_eq!(guard.resolve("/proc/self/environ", Op::Read, "").map_err(|e| e.code()), Err("path_denied"));
+    }
+
+    #[test]
+    fn field_labels_reach_the_message() {
+        let (_dir, root) = base();
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        let err = guard.resolve("/etc", Op::Exec, "cwd").expect_err("outside");
+        assert_eq!(err.to_string(), "cwd: Path is outside the allowed directories");
+    }
+}

@@ -1,0 +1,156 @@
+//! Server lifecycle: build the policy engine, bind the listeners, serve,
+//! and shut down cleanly on SIGTERM or SIGINT.
+//!
+//! Each listener's bound address is printed to stdout as
+//! `listening <name> http://<addr>` once it accepts connections, so a
+//! supervisor or test started with port 0 learns the real port.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{BaseDirSource, Config};
+use crate::http::{self, AppState};
+use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
+
+/// Pending connections the kernel queues per listener, sized for bursts.
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The policy cannot be used.
+    #[error("policy error: {0}")]
+    Policy(#[from] PolicyConfigError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A started server.
+pub struct Running {
+    /// Where the API listens.
+    pub api_addr: SocketAddr,
+    shutdown: CancellationToken,
+    api: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish within the grace, and waits.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        match self.api.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "API listener failed"),
+            Err(e) => tracing::error!(error = %e, "API task failed"),
+        }
+    }
+
+    /// Waits until the API listener stops by itself (it only does on error).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.api).await;
+    }
+}
+
+/// The policy engine for `config`.
+///
+/// # Errors
+/// A policy that cannot be used.
+pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
+    let document = policy::document::load(config.policy.as_deref(), config.preset.as_deref())?;
+    PolicyEngine::new(PolicyInputs {
+        base_dir: config.base_dir.clone(),
+        enabled_groups: config.enabled_groups.clone(),
+        server_token: std::env::var(policy::TOKEN_ENV).ok(),
+        document,
+    })
+}
+
+/// Builds the engine, binds the listeners and starts serving.
+///
+/// # Errors
+/// A policy that cannot be used or an address that cannot be bound.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let engine = Arc::new(engine(config)?);
+    warn_about_exposure(config, &engine);
+    match config.base_dir_source {
+        BaseDirSource::FallbackToCurrentDir => tracing::info!(
+            base_dir = %config.base_dir.display(),
+            "{} does not exist; file paths are confined to the current directory instead",
+            crate::config::DEFAULT_BASE_DIR
+        ),
+        _ if !config.base_dir.is_dir() => {
+            tracing::warn!(base_dir = %config.base_dir.display(), "the base directory does not exist yet")
+        }
+        _ => {}
+    }
+    let shutdown = CancellationToken::new();
+    let listener = bind(&config.host, config.port).await?;
+    let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let router = http::router(AppState::new(Arc::clone(&engine), shutdown.clone()));
+    let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    announce("api", api_addr);
+    Ok(Running { api_addr, shutdown, api })
+}
+
+/// Binds a TCP listener with a backlog sized for bursts.
+///
+/// # Errors
+/// The address does not resolve or cannot be bound.
+pub async fn bind(host: &str, port: u16) -> Result<TcpListener, StartError> {
+    let display = format!("{host}:{port}");
+    let err = |source| StartError::Bind { addr: display.clone(), source };
+    let addr = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(err)?
+        .next()
+        .ok_or_else(|| err(std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))?;
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(LISTEN_BACKLOG).map_err(err)
+}
+
+fn announce(name: &str, addr: SocketAddr) {
+    tracing::info!(listener = name, %addr, "listening");
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening {name} http://{addr}");
+    let _ = stdout.flush();
+}
+
+fn warn_about_exposure(config: &Config, engine: &PolicyEngine) {
+    let open = engine.authenticator().anonymous().is_some_and(|a| a.scopes.contains("*"));
+    if open && !config.is_loopback() {
+        tracing::warn!(
+            host = %config.host,
+            "NO TOKEN IS SET and the server listens beyond loopback: anyone who reaches this port can read and \
+             write files and run commands. Set ABX_SERVER_TOKEN, or bind 127.0.0.1, unless a gateway authenticates \
+             in front of this server."
+        );
+    }
+}
+
+/// Listens for SIGTERM and SIGINT from now on; the future resolves when one arrives.
+///
+/// # Errors
+/// The signal handlers cannot be installed (no runtime).
+pub fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
