@@ -1,0 +1,210 @@
+//! Test harness: start the real binary on an ephemeral port in a fresh
+//! temporary base directory, learn its address from its `listening` line,
+//! and stop it (by PID) when the test ends.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use agent_sandbox_server::client::Client;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+
+/// The token test servers use unless told otherwise.
+pub const TOKEN: &str = "test-token-5f1d";
+
+/// How a test server is started.
+pub struct ServerBuilder {
+    host: String,
+    token: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl ServerBuilder {
+    /// Sets or clears `ABX_SERVER_TOKEN`.
+    pub fn token(mut self, token: Option<&str>) -> Self {
+        self.token = token.map(str::to_string);
+        self
+    }
+
+    /// Sets the address to bind (default 127.0.0.1).
+    pub fn host(mut self, host: &str) -> Self {
+        self.host = host.into();
+        self
+    }
+
+    /// Adds command-line arguments after `serve`.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable of the server.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts the server and waits until it listens.
+    pub fn start(self) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().join("base");
+        std::fs::create_dir(&base).expect("base dir");
+        let log_path = dir.path().join("server.log");
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"));
+        command
+            .arg("serve")
+            .args(["--host", &self.host, "--port", "0", "--pty-port", "0"])
+            .arg("--base-dir")
+            .arg(&base)
+            .args(&self.args)
+            .env_remove("ABX_SERVER_TOKEN")
+            .env_remove("ABX_SERVER_ENABLED_GROUPS")
+            .env_remove("ABX_SERVER_CONFIG")
+            .env("RUST_LOG", "debug")
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        if let Some(token) = &self.token {
+            command.env("ABX_SERVER_TOKEN", token);
+        }
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn server");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut listeners = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let url = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    let mut parts = line.split_whitespace();
+                    if let (Some("listening"), Some(name), Some(url)) = (parts.next(), parts.next(), parts.next()) {
+                        listeners.push((name.to_string(), url.to_string()));
+                        if name == "api" {
+                            break url.to_string();
+                        }
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    panic!("server did not start; its log:\n{log}");
+                }
+            }
+        };
+        TestServer { child, url, token: self.token, dir, base, log_path, listeners, lines: rx }
+    }
+}
+
+/// A running server, killed when dropped.
+pub struct TestServer {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The token it requires, if any.
+    pub token: Option<String>,
+    dir: tempfile::TempDir,
+    /// Its base directory (empty at start).
+    pub base: PathBuf,
+    log_path: PathBuf,
+    /// Every `listening <name> <url>` line seen at start.
+    pub listeners: Vec<(String, String)>,
+    lines: mpsc::Receiver<String>,
+}
+
+/// A server builder with the default test token.
+pub fn server() -> ServerBuilder {
+    ServerBuilder { host: "127.0.0.1".into(), token: Some(TOKEN.into()), args: Vec::new(), env: Vec::new() }
+}
+
+/// A server with the default test token.
+pub fn start() -> TestServer {
+    server().start()
+}
+
+impl TestServer {
+    /// The server's PID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A companion client with the server's token.
+    pub fn client(&self) -> Client {
+        Client::builder(&self.url).token(self.token.clone()).build().expect("client")
+    }
+
+    /// A plain HTTP client, no credentials.
+    pub fn http(&self) -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
+    /// `url` + `path`.
+    pub fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// `Authorization: Bearer <token>`.
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.token.as_deref().unwrap_or_default())
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Waits until the log contains `needle` (the server logs through a
+    /// background writer), and returns the log; panics after `timeout`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "log never contained {needle:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The temporary directory holding the base dir and the log.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Sends `signal` to the server and waits for it to exit, within `timeout`.
+    /// Returns its exit status (`None` if it is still running).
+    pub fn signal_and_wait(&mut self, signal: nix::sys::signal::Signal, timeout: Duration) -> Option<WaitStatus> {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(waitpid(pid, None));
+        });
+        nix::sys::signal::kill(pid, signal).expect("signal server");
+        rx.recv_timeout(timeout).ok().and_then(Result::ok)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
