@@ -1,0 +1,92 @@
+//! `abx`: the companion command line, driving a server from outside with the
+//! companion client.
+//!
+//! Verbs are grouped by domain, one file each (`core.rs`, ...), and
+//! flattened into one command. URL and token come from `--url`/`--token` or
+//! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to
+//! stderr and exits non-zero.
+
+mod core;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::client::{Client, ClientError};
+
+/// `abx`: drive an agent-sandbox-server from outside.
+#[derive(Debug, Parser)]
+#[command(name = "abx", version, about)]
+pub struct ClientCli {
+    /// Server URL.
+    #[arg(long, env = "ABX_SERVER_URL", default_value = "http://127.0.0.1:9000", global = true)]
+    pub url: String,
+    /// Server token.
+    #[arg(long, env = "ABX_SERVER_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ClientCommand,
+}
+
+/// Every verb, by domain.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Health and discovery.
+    #[command(flatten)]
+    Core(core::CoreCommand),
+}
+
+/// Why a verb failed: a client error, or an exit code the verb chose.
+#[derive(Debug)]
+pub enum Failure {
+    /// The call failed; printed as one line.
+    Client(ClientError),
+    /// Another problem, printed as one line.
+    Message(String),
+    /// Exit with this code, nothing printed (for example a remote process's code).
+    Exit(u8),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Client(e)
+    }
+}
+
+/// Parses the command line, runs the verb, returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = ClientCli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("abx: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let client = Client::builder(&cli.url).token(cli.token.clone()).build()?;
+        match cli.command {
+            ClientCommand::Core(command) => core::run(&client, command).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Exit(code)) => ExitCode::from(code),
+        Err(Failure::Client(e)) => {
+            eprintln!("abx: {e}");
+            ExitCode::FAILURE
+        }
+        Err(Failure::Message(m)) => {
+            eprintln!("abx: {m}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::Message(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
