@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 
-use tracing_appender::non_blocking::WorkerGuard;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -14,7 +14,10 @@ pub fn init(format: LogFormat, default_filter: &str) -> WorkerGuard {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(default_filter))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    // The default queue preallocates 128,000 lines (about 4 MB resident); a few
+    // thousand absorb any burst, and past that lines are dropped, not waited for.
+    let (writer, guard) =
+        NonBlockingBuilder::default().buffered_lines_limit(4096).lossy(true).finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
