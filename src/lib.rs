@@ -15,6 +15,8 @@
 //!   the reference's JSON error body.
 //! - [`api`]: the JSON wire types shared by handlers and [`client`].
 //! - [`client`]: the companion async Rust client.
+//! - [`environment`]: the environment children start with (server's minus
+//!   secrets, plus `POST /env` overrides).
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
@@ -27,6 +29,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod endpoints;
+pub mod environment;
 pub mod http;
 pub mod logging;
 pub mod policy;

@@ -30,6 +30,7 @@ pub use self::error::ApiError;
 pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 use self::pipeline::{pipeline, RouteContext};
 use crate::endpoints::{Endpoint, ENDPOINTS};
+use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
 
 /// State shared by every handler.
@@ -39,6 +40,8 @@ pub struct AppState {
     pub engine: Arc<PolicyEngine>,
     /// Cancelled when the server shuts down; long streams end on it.
     pub shutdown: CancellationToken,
+    /// The environment children start with.
+    pub env: Arc<ChildEnv>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -47,7 +50,9 @@ impl AppState {
     pub fn new(engine: Arc<PolicyEngine>, shutdown: CancellationToken) -> Self {
         let served =
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
-        AppState { engine, shutdown, served: Arc::new(served) }
+        let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
+        let env = Arc::new(ChildEnv::capture(&secrets));
+        AppState { engine, shutdown, env, served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

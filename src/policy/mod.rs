@@ -41,9 +41,6 @@ use crate::endpoints::{self, Endpoint, Group, Limit, Param, ENDPOINTS};
 /// The environment variable holding the server token.
 pub const TOKEN_ENV: &str = "ABX_SERVER_TOKEN";
 
-/// Environment variables that are always secret: never shown, set or passed to children.
-pub const SECRET_ENV: [&str; 3] = [TOKEN_ENV, "ABX_SERVER_POLICY", "ABX_SERVER_POLICY_FILE"];
-
 /// A policy that cannot be used; the server refuses to start with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -105,7 +102,7 @@ impl PolicyEngine {
         layers.extend(enabled_group_layers(&inputs.enabled_groups, Rank::Env, "env:ABX_SERVER_ENABLED_GROUPS"));
         let rules = rules::compile(&layers, true)?;
 
-        let mut secret_env: BTreeSet<String> = SECRET_ENV.iter().map(|s| s.to_string()).collect();
+        let mut secret_env: BTreeSet<String> = crate::environment::SECRET_VARS.iter().map(|s| s.to_string()).collect();
         let mut tokens = Vec::new();
         for spec in &document.auth.tokens {
             let digest = match &spec.secret {
@@ -226,9 +223,9 @@ impl PolicyEngine {
         self.secret_env.contains(name) || name.to_ascii_uppercase().starts_with("ABX_SERVER_")
     }
 
-    /// The environment for child processes: the server's, minus its secrets.
-    pub fn child_env(&self) -> Vec<(String, String)> {
-        std::env::vars().filter(|(k, _)| !self.is_secret_env(k)).collect()
+    /// Environment variable names holding secrets (the server token, policy `token_env`s).
+    pub fn secret_env_names(&self) -> impl Iterator<Item = &str> {
+        self.secret_env.iter().map(String::as_str)
     }
 }
 
