@@ -20,6 +20,8 @@
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
+//! - [`system`]: system information, metrics, ports, packages and the
+//!   `/env` rules (no axum).
 //! - Domain modules, filled by later work, never import axum: `fs` (files),
 //!   `process` (supervised processes), `pty` (terminals), `code` (code
 //!   execution), `system` (system information).
@@ -34,6 +36,7 @@ pub mod http;
 pub mod logging;
 pub mod policy;
 pub mod server;
+pub mod system;
 
 /// Version reported by `version` and `/capabilities`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
