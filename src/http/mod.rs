@@ -9,6 +9,7 @@ pub mod error;
 pub mod extract;
 mod pipeline;
 pub mod routes;
+mod system;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use self::pipeline::{pipeline, RouteContext};
 use crate::endpoints::{Endpoint, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
+use crate::system::System;
 
 /// State shared by every handler.
 #[derive(Clone)]
@@ -42,6 +44,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
+    /// System information state (CPU sampler, cgroup location, caches).
+    pub system: Arc<System>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -52,7 +56,7 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, served: Arc::new(served) }
+        AppState { engine, shutdown, env, system: Arc::new(System::new()), served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, AppState};
+use super::{core, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -17,6 +17,12 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "health" => bind(endpoint, core::health),
         "capabilities" => bind(endpoint, core::capabilities),
         "capabilities_check" => bind(endpoint, core::check),
+        "system_info" => bind(endpoint, system::info),
+        "system_metrics" => bind(endpoint, system::metrics),
+        "env_get" => bind(endpoint, system::env_get),
+        "env_set" => bind(endpoint, system::env_set),
+        "ports" => bind(endpoint, system::ports),
+        "packages" => bind(endpoint, system::packages),
         _ => return None,
     };
     Some(route)
