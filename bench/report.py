@@ -1,9 +1,9 @@
 """Runs every workload script in bench/ against both servers and writes the
 table, with the date and the machine, to BENCHMARKS.md.
 
-A workload script is any `bench/*.py` other than this one and `common.py`: it
-takes `--ours BIN --ref BIN` and prints markdown rows
-`| workload | ours | reference | ratio |`. `core.py` runs first, the others in
+A workload script is any `bench/*.py` other than this one, `common.py` and
+names starting with `_` (private helpers): it takes `--ours BIN --ref BIN`
+and prints markdown rows `| workload | ours | reference | ratio |`. `core.py` runs first, the others in
 name order; each is bounded by a timeout, and one that fails is reported in
 the table rather than stopping the run.
 
@@ -34,7 +34,7 @@ HEADER = "| workload | ours | reference | ratio |\n|---|---|---|---|"
 
 
 def workload_scripts() -> list[Path]:
-    scripts = sorted(p for p in BENCH.glob("*.py") if p.name not in NOT_WORKLOADS)
+    scripts = sorted(p for p in BENCH.glob("*.py") if p.name not in NOT_WORKLOADS and not p.name.startswith("_"))
     return sorted(scripts, key=lambda p: (p.name != "core.py", p.name))
 
 
