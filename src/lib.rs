@@ -20,8 +20,9 @@
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
-//! - Domain modules, filled by later work, never import axum: `fs` (files),
-//!   `process` (supervised processes), `pty` (terminals), `code` (code
+//! - [`fs`]: files: race-safe path access, listing, search, atomic and
+//!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
+//! - Domain modules, filled by later work, never import axum: `process` (supervised processes), `pty` (terminals), `code` (code
 //!   execution), `system` (system information).
 
 pub mod api;
@@ -30,6 +31,7 @@ pub mod client;
 pub mod config;
 pub mod endpoints;
 pub mod environment;
+pub mod fs;
 pub mod http;
 pub mod logging;
 pub mod policy;

@@ -7,6 +7,8 @@
 mod core;
 pub mod error;
 pub mod extract;
+mod files;
+mod files_transfer;
 mod pipeline;
 pub mod routes;
 
@@ -42,6 +44,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
+    /// Upload state: resumable sessions and swept directories.
+    pub files: Arc<crate::fs::Files>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -52,7 +56,8 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, served: Arc::new(served) }
+        let files = Arc::new(crate::fs::Files::default());
+        AppState { engine, shutdown, env, files, served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).
