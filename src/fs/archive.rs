@@ -208,7 +208,7 @@ fn pack_zip(guard: &PathGuard, members: &[Member], sink: &mut Limited) -> io::Re
             .compression_method(zip::CompressionMethod::Deflated)
             .unix_permissions(member.stat.mode & 0o7777)
             .last_modified_time(when)
-            .large_file(true);
+            .large_file(member.stat.size >= u64::from(u32::MAX));
         if member.stat.is_dir() {
             zip.add_directory(format!("{}/", member.name), options).map_err(io::Error::other)?;
             continue;

@@ -67,6 +67,14 @@ impl From<FsError> for ApiError {
     }
 }
 
+/// Maps a domain error; policy denials name the endpoint, as the reference's do.
+pub fn at(grant: &Grant) -> impl Fn(FsError) -> ApiError + '_ {
+    move |err| match err {
+        FsError::Denied(_) => ApiError::from(err).with_endpoint(grant.endpoint().id),
+        other => ApiError::from(other),
+    }
+}
+
 /// The required query parameter `path`.
 pub fn query_path(path: Option<String>) -> Result<String, ApiError> {
     path.filter(|p| !p.is_empty()).ok_or_else(|| ApiError::bad_request("Missing 'path' query parameter"))
@@ -107,7 +115,8 @@ pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListR
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
         fs::list::list(&guard, &target, &raw, options)
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     Ok(Json(ListResponse { entries }))
 }
 
@@ -115,7 +124,9 @@ pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListR
 pub async fn stat(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<FileInfo>, ApiError> {
     let raw = query_path(q.path)?;
     let guard = grant.guard();
-    let info = fs::blocking(move || fs::list::stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?)).await?;
+    let info = fs::blocking(move || fs::list::stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?))
+        .await
+        .map_err(at(&grant))?;
     Ok(Json(info))
 }
 
@@ -127,7 +138,8 @@ pub async fn mkdir(grant: Grant, JsonBody(body): JsonBody<MkdirRequest>) -> Resu
         let target = safe::resolve(&guard, &raw, Op::Write, "")?;
         fs::ops::mkdir(&guard, &target).map(|()| target.path)
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     Ok(Json(MkdirResponse { path: path.display().to_string(), created: true }))
 }
 
@@ -139,7 +151,8 @@ pub async fn delete(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<Del
         let target = safe::resolve(&guard, &raw, Op::Delete, "")?;
         fs::ops::delete(&guard, &target, &raw).map(|()| target.path)
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     Ok(Json(DeleteResponse { path: path.display().to_string(), deleted: true }))
 }
 
@@ -159,7 +172,8 @@ pub async fn rename(
         let moved = fs::ops::rename(&guard, &from, &to, &source, files.swept())?;
         Ok((from.path, moved))
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     Ok(Json(MoveResponse { source: from.display().to_string(), destination: to.display().to_string() }))
 }
 
@@ -186,7 +200,8 @@ pub async fn search(grant: Grant, JsonBody(body): JsonBody<SearchRequest>) -> Re
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
         search::search(&guard, &target, &raw, &query, &cancel)
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     Ok(Json(response))
 }
 

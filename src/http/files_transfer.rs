@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{parse_object, read_body, BodyLimit, JsonBody, Query};
-use super::files::{body_field, limit_or, query_path, truthy};
+use super::files::{at, body_field, limit_or, query_path, truthy};
 use super::AppState;
 use crate::api::files::{
     ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
@@ -62,9 +62,10 @@ pub async fn upload_stream(
         let (guard, raw) = (guard.clone(), raw.clone());
         move || safe::resolve(&guard, &raw, Op::Write, "")
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     let policy = write_policy(&grant, Some(limit_or(&grant, Limit::MaxBytes, DEFAULT_UPLOAD_MAX_BYTES)));
-    let committed = app.files.write_base64(&guard, &target, &policy, text).await?;
+    let committed = app.files.write_base64(&guard, &target, &policy, text).await.map_err(at(&grant))?;
     Ok(Json(TransferResponse { path: target.path.display().to_string(), bytes: committed.stat.size, etag: None }))
 }
 
@@ -96,7 +97,7 @@ fn upload_fields(body: &Bytes) -> Result<(String, Bytes), ApiError> {
 /// `GET /files/download-stream`: the JSON document is streamed, base64 encoded on the fly.
 pub async fn download_stream(grant: Grant, Query(q): Query<PathQuery>) -> Result<Response, ApiError> {
     let raw = query_path(q.path)?;
-    let opened = open_for_read(&grant, raw).await?;
+    let opened = open_for_read(&grant, raw).await.map_err(at(&grant))?;
     let path = serde_json::to_string(&opened.path.display().to_string()).map_err(|_| ApiError::internal())?;
     let size = opened.stat.size;
     let (len, stream) = read::base64_document(
@@ -137,7 +138,7 @@ pub async fn content_read(
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
     let raw = query_path(q.path)?;
-    let opened = open_for_read(&grant, raw).await?;
+    let opened = open_for_read(&grant, raw).await.map_err(at(&grant))?;
     let (size, etag) = (opened.stat.size, opened.stat.etag());
     let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
     if text(header::IF_NONE_MATCH).is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*")) {
@@ -210,13 +211,14 @@ pub async fn content_write(
         let (guard, raw) = (guard.clone(), raw.clone());
         move || safe::resolve(&guard, &raw, Op::Write, "")
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     let body = req.into_body().into_data_stream();
     let path = target.path.display().to_string();
     let committed = match (q.offset, q.size) {
-        (None, None) => app.files.write_stream(&guard, &target, &policy, declared, body).await?,
+        (None, None) => app.files.write_stream(&guard, &target, &policy, declared, body).await.map_err(at(&grant))?,
         (Some(offset), Some(size)) => {
-            match app.files.resume_stream(&guard, &target, &policy, (offset, size), body).await? {
+            match app.files.resume_stream(&guard, &target, &policy, (offset, size), body).await.map_err(at(&grant))? {
                 Progress::Complete(committed) => committed,
                 Progress::Partial { offset, size } => {
                     let status = UploadStatus { path, offset, size, complete: false };
@@ -238,7 +240,7 @@ pub async fn upload_status(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<UploadStatus>, ApiError> {
     let target = resolve_upload(&grant, q).await?;
-    let (offset, size) = app.files.status(&target.path)?;
+    let (offset, size) = app.files.status(&target.path).map_err(at(&grant))?;
     Ok(Json(UploadStatus { path: target.path.display().to_string(), offset, size, complete: false }))
 }
 
@@ -249,14 +251,14 @@ pub async fn upload_cancel(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<UploadCancelled>, ApiError> {
     let target = resolve_upload(&grant, q).await?;
-    app.files.cancel(&target.path)?;
+    app.files.cancel(&target.path).map_err(at(&grant))?;
     Ok(Json(UploadCancelled { path: target.path.display().to_string(), cancelled: true }))
 }
 
 async fn resolve_upload(grant: &Grant, q: PathQuery) -> Result<safe::Resolved, ApiError> {
     let raw = query_path(q.path)?;
     let guard = grant.guard();
-    Ok(fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await?)
+    fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await.map_err(at(grant))
 }
 
 /// `POST /files/archive`: the archive is built in a temp file and streamed as base64 JSON.
@@ -282,7 +284,8 @@ pub async fn archive(grant: Grant, JsonBody(body): JsonBody<ArchiveRequest>) -> 
         let targets = raws.iter().map(|raw| safe::resolve(&guard, raw, Op::Read, "")).collect::<Result<Vec<_>, _>>()?;
         archive::build(&guard, &targets, format, max_files, max_bytes)
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     let suffix = format!("\", \"format\": \"{}\", \"bytes\": {}}}", format.as_str(), built.len);
     let (len, stream) = read::base64_document(built.file, built.len, "{\"content_base64\": \"".into(), suffix);
     Ok(json_stream(len, stream))
@@ -313,7 +316,8 @@ pub async fn watch(
         let path = target.path.display().to_string();
         watch::start(guard, target, &raw, options, shutdown, runtime).map(|rx| (path, rx))
     })
-    .await?;
+    .await
+    .map_err(at(&grant))?;
     let ready = Event::default().event("ready").data(serde_json::json!({ "path": path }).to_string());
     let events = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).map(
         |output| {
