@@ -241,6 +241,12 @@ pub struct Endpoint {
     pub streaming: bool,
     /// Whether a caller must authenticate (`/health` does not).
     pub auth_required: bool,
+    /// Whether the request body is streamed to its destination: only the
+    /// policy's `max_bytes` (and `max_request_bytes` when a policy sets it)
+    /// bound it, not the 10 MiB default body limit.
+    pub streamed_body: bool,
+    /// Whether the endpoint is this server's extension (not in the reference's table).
+    pub extension: bool,
 }
 
 impl Endpoint {
@@ -264,6 +270,8 @@ impl Endpoint {
             exec: false,
             streaming: false,
             auth_required: true,
+            streamed_body: false,
+            extension: false,
         }
     }
 
@@ -289,6 +297,16 @@ impl Endpoint {
 
     const fn streaming(mut self) -> Self {
         self.streaming = true;
+        self
+    }
+
+    const fn streamed_body(mut self) -> Self {
+        self.streamed_body = true;
+        self
+    }
+
+    const fn extension(mut self) -> Self {
+        self.extension = true;
         self
     }
 
@@ -325,7 +343,7 @@ impl Endpoint {
 
 use Group::*;
 use Limit as L;
-use Method::{Delete, Get, Post, Ws};
+use Method::{Delete, Get, Post, Put, Ws};
 use Param as P;
 
 const fn ep(
@@ -395,6 +413,27 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .paths()
         .streaming()
         .summary("File-system events as server-sent events."),
+    // file_ops extensions: binary streaming transfers and resumable uploads
+    ep("files_content_read", Get, "/files/content", FileOps, &["files:read"])
+        .limits(&[L::MaxBytes])
+        .paths()
+        .extension()
+        .summary("Raw bytes of a file, streamed, with ETag and Range support (HEAD for metadata)."),
+    ep("files_content_write", Put, "/files/content", FileOps, &["files:write"])
+        .limits(&[L::MaxBytes])
+        .params(UPLOAD_PARAMS)
+        .paths()
+        .streamed_body()
+        .extension()
+        .summary("Write a file from the raw request body, atomically; resumable with offset and size."),
+    ep("files_upload_status", Get, "/files/uploads", FileOps, &["files:write"])
+        .paths()
+        .extension()
+        .summary("Bytes received so far by a resumable upload."),
+    ep("files_upload_cancel", Delete, "/files/uploads", FileOps, &["files:write"])
+        .paths()
+        .extension()
+        .summary("Abandon a resumable upload and discard its bytes."),
     // process
     ep("shell", Post, "/shell", Process, &["process:run"])
         .limits(EXEC_LIMITS)
@@ -704,14 +743,28 @@ mod tests {
         let count = |g| ids_of(g).count();
         assert_eq!(count(Core), 3);
         assert_eq!(count(Commands), 2);
-        assert_eq!(count(FileOps), 10);
+        assert_eq!(count(FileOps), 14);
         assert_eq!(count(Process), 8);
         assert_eq!(count(Terminal), 6);
         assert_eq!(count(System), 6);
         assert_eq!(count(DevTools), 3);
         assert_eq!(count(Browser), 8);
         assert_eq!(count(Agents), 70);
-        assert_eq!(ENDPOINTS.len(), 116);
+        assert_eq!(ENDPOINTS.len(), 120);
+    }
+
+    #[test]
+    fn the_reference_table_is_kept_and_extensions_are_marked() {
+        let reference: Vec<_> = ENDPOINTS.iter().filter(|e| !e.extension).collect();
+        assert_eq!(reference.len(), 116);
+        let reference_file_ops = reference.iter().filter(|e| e.group == FileOps).count();
+        assert_eq!(reference_file_ops, 10);
+        let extensions: Vec<_> = ENDPOINTS.iter().filter(|e| e.extension).map(|e| e.id).collect();
+        assert_eq!(
+            extensions,
+            ["files_content_read", "files_content_write", "files_upload_status", "files_upload_cancel"]
+        );
+        assert!(ENDPOINTS.iter().filter(|e| e.streamed_body).all(|e| e.id == "files_content_write"));
     }
 
     #[test]

@@ -22,9 +22,10 @@
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
-//! - Domain modules, filled by later work, never import axum: `fs` (files),
-//!   `process` (supervised processes), `pty` (terminals), `code` (code
-//!   execution), `system` (system information).
+//! - [`fs`]: files: race-safe path access, listing, search, atomic and
+//!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
+//! - Domain modules, filled by later work, never import axum: `process`
+//!   (supervised processes), `pty` (terminals), `code` (code execution).
 
 pub mod api;
 pub mod cli;
@@ -32,6 +33,7 @@ pub mod client;
 pub mod config;
 pub mod endpoints;
 pub mod environment;
+pub mod fs;
 pub mod http;
 pub mod logging;
 pub mod policy;

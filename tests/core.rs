@@ -50,7 +50,7 @@ async fn capabilities_describe_groups_identity_and_endpoints() {
         assert_eq!(doc.groups[group], on, "{group}");
     }
     assert_eq!((doc.group_summary["agents"].enabled, doc.group_summary["agents"].total), (0, 70));
-    assert_eq!(doc.endpoints.len(), 116);
+    assert_eq!(doc.endpoints.len(), 120);
     let health = &doc.endpoints["health"];
     assert!(health.enabled && health.allowed && health.scopes.is_empty());
     let code = &doc.endpoints["code_run"];

@@ -6,6 +6,7 @@
 
 pub mod core;
 pub mod error;
+pub mod files;
 pub mod system;
 
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};

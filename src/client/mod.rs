@@ -5,6 +5,7 @@
 //! client cannot drift from the server.
 
 mod error;
+pub mod files;
 mod system;
 
 use std::time::Duration;

@@ -76,6 +76,12 @@ impl ApiError {
         self
     }
 
+    /// Sets the limit that was exceeded.
+    pub fn with_limit(mut self, limit: u64) -> Self {
+        self.body.limit = Some(limit);
+        self
+    }
+
     /// Sets the endpoint id, unless one is set.
     pub fn with_endpoint(mut self, endpoint: &str) -> Self {
         self.body.endpoint.get_or_insert_with(|| endpoint.to_string());

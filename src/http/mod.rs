@@ -7,6 +7,8 @@
 mod core;
 pub mod error;
 pub mod extract;
+mod files;
+mod files_transfer;
 mod pipeline;
 pub mod routes;
 mod system;
@@ -46,6 +48,8 @@ pub struct AppState {
     pub env: Arc<ChildEnv>,
     /// System information state (CPU sampler, cgroup location, caches).
     pub system: Arc<System>,
+    /// Upload state: resumable sessions and swept directories.
+    pub files: Arc<crate::fs::Files>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -56,7 +60,8 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, system: Arc::new(System::new()), served: Arc::new(served) }
+        let files = Arc::new(crate::fs::Files::default());
+        AppState { engine, shutdown, env, system: Arc::new(System::new()), files, served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

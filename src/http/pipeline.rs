@@ -22,7 +22,7 @@ use super::extract::BodyLimit;
 use super::AppState;
 use crate::endpoints::{Endpoint, Limit};
 use crate::policy::rules::AuditMode;
-use crate::policy::{Credentials, Denial, Identity, LimitValue, Permit};
+use crate::policy::{Credentials, Denial, Identity, Permit};
 
 /// Default `max_request_bytes`: 10 MiB, as the reference.
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;
@@ -89,7 +89,12 @@ async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Identity, Opti
         return Err(refuse(&identity, Denial::DuplicateParameter));
     }
     if matches!(*req.method(), Method::POST | Method::PUT | Method::DELETE) {
-        let limit = grant.limit(Limit::MaxRequestBytes).map_or(DEFAULT_MAX_REQUEST_BYTES, LimitValue::as_u64);
+        // Streamed bodies go to disk as they arrive: only a policy's explicit limit applies here.
+        let limit = match grant.limit(Limit::MaxRequestBytes) {
+            Some(value) => value.as_u64(),
+            None if endpoint.streamed_body => u64::MAX,
+            None => DEFAULT_MAX_REQUEST_BYTES,
+        };
         match content_length(req.headers()) {
             Err(()) => return Err((Some(identity), ApiError::bad_request("Invalid Content-Length header"))),
             Ok(Some(size)) if size > limit => {

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, system, AppState};
+use super::{core, files, files_transfer, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -23,6 +23,20 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "env_set" => bind(endpoint, system::env_set),
         "ports" => bind(endpoint, system::ports),
         "packages" => bind(endpoint, system::packages),
+        "files_list" => bind(endpoint, files::list),
+        "files_stat" => bind(endpoint, files::stat),
+        "files_mkdir" => bind(endpoint, files::mkdir),
+        "files_delete" => bind(endpoint, files::delete),
+        "files_move" => bind(endpoint, files::rename),
+        "files_search" => bind(endpoint, files::search),
+        "files_upload_stream" => bind(endpoint, files_transfer::upload_stream),
+        "files_download_stream" => bind(endpoint, files_transfer::download_stream),
+        "files_archive" => bind(endpoint, files_transfer::archive),
+        "files_watch" => bind(endpoint, files_transfer::watch),
+        "files_content_read" => bind(endpoint, files_transfer::content_read),
+        "files_content_write" => bind(endpoint, files_transfer::content_write),
+        "files_upload_status" => bind(endpoint, files_transfer::upload_status),
+        "files_upload_cancel" => bind(endpoint, files_transfer::upload_cancel),
         _ => return None,
     };
     Some(route)

@@ -168,7 +168,7 @@ mod tests {
         let doc = e.describe(&all, &|ep| ep.id != "shell");
         assert_eq!(doc.api_version, 2);
         assert_eq!(doc.group_summary["agents"], GroupSummary { enabled: 0, total: 70 });
-        assert_eq!(doc.group_summary["file_ops"], GroupSummary { enabled: 10, total: 10 });
+        assert_eq!(doc.group_summary["file_ops"], GroupSummary { enabled: 14, total: 14 });
         assert!(doc.groups["process"] && !doc.groups["dev_tools"]);
         let shell = &doc.endpoints["shell"];
         assert_eq!((shell.enabled, shell.allowed, shell.reason.as_deref()), (true, false, Some("not_implemented")));

@@ -48,7 +48,7 @@ impl Op {
     /// The operation class an endpoint performs on its paths by default.
     pub fn default_for(endpoint: &str) -> Op {
         match endpoint {
-            "files_mkdir" | "files_upload_stream" => Op::Write,
+            "files_mkdir" | "files_upload_stream" | "files_content_write" | "files_upload_cancel" => Op::Write,
             "files_delete" | "files_move" => Op::Delete,
             "shell" | "shell_stream" | "process_start" => Op::Exec,
             _ => Op::Read,
@@ -95,6 +95,21 @@ impl PathGuard {
     /// The directory relative paths resolve against.
     pub fn primary_root(&self) -> &Path {
         self.roots.first().map_or(Path::new("/"), |(_, real)| real.as_path())
+    }
+
+    /// The allowed roots, resolved.
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        self.roots.iter().map(|(_, real)| real.as_path())
+    }
+
+    /// The resolved root that contains `resolved`, the one [`PathGuard::resolve`] authorised it under.
+    pub fn root_of(&self, resolved: &Path) -> Option<&Path> {
+        self.roots.iter().map(|(_, real)| real.as_path()).find(|real| resolved.starts_with(real))
+    }
+
+    /// Whether `resolved` is an allowed root itself (which no operation may remove or move).
+    pub fn is_root(&self, resolved: &Path) -> bool {
+        self.roots.iter().any(|(_, real)| real == resolved)
     }
 
     /// Resolves `raw` and authorises `op` on it; `field` labels messages (`cwd`).

@@ -23,9 +23,16 @@ pub struct ServerBuilder {
     token: Option<String>,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    base: Option<PathBuf>,
 }
 
 impl ServerBuilder {
+    /// Uses `dir` as the base directory instead of a fresh empty one.
+    pub fn base_dir(mut self, dir: &Path) -> Self {
+        self.base = Some(dir.to_path_buf());
+        self
+    }
+
     /// Sets or clears `ABX_SERVER_TOKEN`.
     pub fn token(mut self, token: Option<&str>) -> Self {
         self.token = token.map(str::to_string);
@@ -53,8 +60,14 @@ impl ServerBuilder {
     /// Starts the server and waits until it listens.
     pub fn start(self) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let base = dir.path().join("base");
-        std::fs::create_dir(&base).expect("base dir");
+        let base = match &self.base {
+            Some(base) => base.clone(),
+            None => {
+                let base = dir.path().join("base");
+                std::fs::create_dir(&base).expect("base dir");
+                base
+            }
+        };
         let log_path = dir.path().join("server.log");
         let log = std::fs::File::create(&log_path).expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"));
@@ -131,7 +144,7 @@ pub struct TestServer {
 
 /// A server builder with the default test token.
 pub fn server() -> ServerBuilder {
-    ServerBuilder { host: "127.0.0.1".into(), token: Some(TOKEN.into()), args: Vec::new(), env: Vec::new() }
+    ServerBuilder { host: "127.0.0.1".into(), token: Some(TOKEN.into()), args: Vec::new(), env: Vec::new(), base: None }
 }
 
 /// A server with the default test token.

@@ -40,7 +40,7 @@ def test_discover_reports_the_reference_groups_and_endpoint_states(server):
     assert caps.api_version == 2
     assert caps.groups == REFERENCE_GROUPS
     assert caps.group_summary["agents"] == {"enabled": 0, "total": 70}
-    assert caps.group_summary["file_ops"]["total"] == 10
+    assert caps.group_summary["file_ops"]["total"] == 14
     assert caps.identity_id == "server"
     assert caps.scopes == frozenset({"*"})
     assert caps.preset == "default"

@@ -7,6 +7,7 @@
 //! stderr and exits non-zero.
 
 mod core;
+mod files;
 mod system;
 
 use std::process::ExitCode;
@@ -39,6 +40,9 @@ pub enum ClientCommand {
     /// System information, environment, ports and packages.
     #[command(flatten)]
     System(system::SystemCommand),
+    /// Files.
+    #[command(flatten)]
+    Files(files::FilesCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -73,6 +77,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
             ClientCommand::System(command) => system::run(&client, command).await,
+            ClientCommand::Files(command) => files::run(&client, command).await,
         }
     });
     match result {

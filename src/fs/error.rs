@@ -1,0 +1,117 @@
+//! `FsError`: why a file operation failed, each variant a stable wire code.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::policy::Denial;
+
+/// A file operation's failure. The HTTP layer maps each variant to the
+/// reference's status, `type` and `code` in one place (`http::files`).
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// The policy refused the path (outside the roots, denied, read-only, symlink).
+    #[error(transparent)]
+    Denied(#[from] Denial),
+    /// The path does not exist (or is not the kind the operation needs).
+    #[error("{0}")]
+    NotFound(String),
+    /// An upload would replace a file and overwriting is off.
+    #[error("File already exists")]
+    Exists,
+    /// A directory is in the way of a file operation.
+    #[error("Is a directory: {}", .0.display())]
+    IsADirectory(PathBuf),
+    /// A file is in the way of a directory operation.
+    #[error("Not a directory: {}", .0.display())]
+    NotADirectory(PathBuf),
+    /// A request value is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file or archive is larger than the `max_bytes` limit.
+    #[error("{}", match .size { Some(size) => format!("File size {size} exceeds limit {limit}"), None => format!("File exceeds limit {limit}") })]
+    TooLarge {
+        /// Size seen, when known.
+        size: Option<u64>,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// An archive grew past the `max_bytes` limit.
+    #[error("Archive exceeds limit {limit}")]
+    ArchiveTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The disk (or the quota) is full; nothing was written.
+    #[error("No space left on the device while writing {}; nothing was written", .0.display())]
+    NoSpace(PathBuf),
+    /// No resumable upload is in progress for this path.
+    #[error("No upload in progress for {}", .0.display())]
+    UploadNotFound(PathBuf),
+    /// A resumable upload continued from the wrong offset.
+    #[error("Upload offset mismatch: {received} bytes have been received, not {requested}")]
+    OffsetMismatch {
+        /// Bytes the server holds.
+        received: u64,
+        /// Offset the client sent.
+        requested: u64,
+    },
+    /// Another request is writing to the same resumable upload.
+    #[error("Another request is writing this upload; retry when it ends")]
+    UploadBusy,
+    /// The request body ended before its declared length (the client went away).
+    #[error("The upload was interrupted before its end; nothing was written")]
+    Interrupted,
+    /// A range the file cannot satisfy.
+    #[error("Range not satisfiable (file size {size})")]
+    RangeNotSatisfiable {
+        /// The file's size.
+        size: u64,
+    },
+    /// An unexpected I/O error; the details go to the log, not the client.
+    #[error("{context}: {source}")]
+    Internal {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl FsError {
+    /// An unexpected error while doing `context`.
+    pub fn internal(context: impl Into<String>, source: io::Error) -> Self {
+        FsError::Internal { context: context.into(), source }
+    }
+
+    /// Maps an I/O error on `path` to the variant a caller can act on.
+    pub fn io(path: &Path, err: io::Error) -> Self {
+        match err.raw_os_error().map(nix::errno::Errno::from_raw) {
+            Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT | nix::errno::Errno::EFBIG) => {
+                FsError::NoSpace(path.to_path_buf())
+            }
+            Some(nix::errno::Errno::ENOENT) => FsError::NotFound(format!("Path not found: {}", path.display())),
+            Some(nix::errno::Errno::EISDIR) => FsError::IsADirectory(path.to_path_buf()),
+            Some(nix::errno::Errno::ENOTDIR) => FsError::NotADirectory(path.to_path_buf()),
+            Some(nix::errno::Errno::EEXIST | nix::errno::Errno::ENOTEMPTY) => FsError::Exists,
+            Some(nix::errno::Errno::ELOOP) => FsError::Denied(Denial::SymlinkDenied { field: String::new() }),
+            Some(nix::errno::Errno::EXDEV) => FsError::Denied(Denial::PathNotAllowed { field: String::new() }),
+            Some(nix::errno::Errno::ENAMETOOLONG) => {
+                FsError::Denied(Denial::InvalidPath { field: String::new(), reason: "Path too long" })
+            }
+            Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM | nix::errno::Errno::EROFS) => {
+                FsError::Denied(Denial::Other {
+                    code: "permission_denied",
+                    message: format!("Permission denied: {}", path.display()),
+                    status: 403,
+                    error_type: "PermissionError",
+                })
+            }
+            _ => FsError::internal(format!("I/O error on {}", path.display()), err),
+        }
+    }
+
+    /// [`FsError::io`] for a nix errno.
+    pub fn errno(path: &Path, errno: nix::errno::Errno) -> Self {
+        FsError::io(path, io::Error::from(errno))
+    }
+}

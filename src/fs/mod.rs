@@ -1,0 +1,69 @@
+//! Files: the domain behind the `file_ops` endpoints. No HTTP here.
+//!
+//! Every operation starts from a path the policy's [`PathGuard`] resolved
+//! and authorised, then touches the file system only through descriptors
+//! opened beneath the allowed root without following symlinks
+//! ([`safe`]), so a symlink swapped in between the check and the use cannot
+//! lead outside. Blocking work runs on the blocking pool; the async
+//! functions here never block the runtime.
+//!
+//! - [`safe`]: race-safe opening (`openat2` with `RESOLVE_BENEATH |
+//!   RESOLVE_NO_SYMLINKS`, or a component-by-component `O_NOFOLLOW` walk),
+//!   re-verified through `/proc/self/fd`.
+//! - [`meta`]: stat results as the wire shows them (ISO 8601 times, octal
+//!   permissions, ETags).
+//! - [`walk`]: a bounded, descriptor-based directory walk shared by list,
+//!   search, archive and the tree checks.
+//! - [`list`], [`ops`], [`search`]: listing and stat; mkdir, delete, move;
+//!   name and content search.
+//! - [`write`]: atomic writes (unnamed temp file, fsync, link or rename into
+//!   place); [`upload`]: streamed and resumable uploads ([`Files`]).
+//! - [`read`]: streamed reads, ranges, and the base64 JSON body.
+//! - [`archive`]: tar.gz and zip archives built in a temp file.
+//! - [`watch`]: inotify-driven change events.
+
+pub mod archive;
+mod error;
+pub mod list;
+pub mod meta;
+pub mod ops;
+pub mod read;
+pub mod safe;
+pub mod search;
+pub mod upload;
+pub mod walk;
+pub mod watch;
+pub mod write;
+
+use std::path::Path;
+
+pub use self::error::FsError;
+pub use self::upload::{Files, Progress, WritePolicy};
+
+/// Prefix of the temp files an atomic write may briefly name in the target
+/// directory; they are hidden from list, search, archive and watch.
+pub const TEMP_PREFIX: &str = ".abx-upload-";
+
+/// Whether `name` is one of this server's temp files.
+pub fn is_temp_name(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
+}
+
+/// Runs blocking file-system work on the blocking pool.
+///
+/// # Errors
+/// The work's own error, or an internal error if the task panicked.
+pub async fn blocking<T, F>(work: F) -> Result<T, FsError>
+where
+    F: FnOnce() -> Result<T, FsError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| FsError::internal("a file-system task failed", std::io::Error::other(e.to_string())))?
+}
+
+/// The final component of `path` as text (empty for `/`).
+pub fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}

@@ -1,0 +1,264 @@
+//! Race-safe access to resolved paths.
+//!
+//! The guard resolves a caller's path to a real path inside an allowed root
+//! and checks it. Between that check and the use, another process could
+//! swap a directory for a symlink pointing elsewhere. So nothing here opens
+//! a path by name from `/`: every open starts from a descriptor of the root
+//! and walks the relative remainder with no symlink allowed
+//! (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`,
+//! or, where the kernel or a seccomp filter lacks `openat2`, one
+//! `openat(O_NOFOLLOW)` per component). Because the resolved path has no
+//! symlink in it, finding one means the tree changed under us: the open
+//! fails with `symlink_denied`. The opened descriptor is then re-checked
+//! through `/proc/self/fd` against the guard, which also catches a directory
+//! renamed out of the root mid-walk.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
+
+use super::FsError;
+use crate::policy::{Denial, Op, PathGuard};
+
+static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// A path the guard resolved and authorised, with the root it lies under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The resolved absolute path.
+    pub path: PathBuf,
+    /// The resolved root containing it.
+    pub root: PathBuf,
+}
+
+impl Resolved {
+    /// The path relative to its root (empty for the root itself).
+    pub fn relative(&self) -> &Path {
+        self.path.strip_prefix(&self.root).unwrap_or(Path::new(""))
+    }
+
+    /// Whether this is the root itself.
+    pub fn is_root(&self) -> bool {
+        self.path == self.root
+    }
+
+    /// The same root, another path below it (already known to be inside).
+    pub fn sibling(&self, path: PathBuf) -> Resolved {
+        Resolved { path, root: self.root.clone() }
+    }
+}
+
+/// Resolves and authorises `raw` for `op`; `field` labels error messages.
+///
+/// # Errors
+/// The guard's refusals.
+pub fn resolve(guard: &PathGuard, raw: &str, op: Op, field: &str) -> Result<Resolved, FsError> {
+    let path = guard.resolve(raw, op, field)?;
+    let root = guard.root_of(&path).ok_or(Denial::PathNotAllowed { field: String::new() })?.to_path_buf();
+    Ok(Resolved { path, root })
+}
+
+/// Opens `target` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`) beneath its
+/// root, then checks the opened object against `guard` for `op`.
+///
+/// # Errors
+/// `symlink_denied` when a symlink appeared on the way, the guard's refusals
+/// when the descriptor resolves elsewhere, and the I/O errors of the open.
+pub fn open(guard: &PathGuard, target: &Resolved, flags: OFlag, mode: Mode, op: Op) -> Result<OwnedFd, FsError> {
+    let fd = open_beneath(&target.root, target.relative(), flags, mode).map_err(|e| FsError::errno(&target.path, e))?;
+    if !flags.contains(OFlag::O_TMPFILE) {
+        verify(guard, &fd, &target.path, op)?;
+    }
+    Ok(fd)
+}
+
+/// Opens the directory holding `target` and returns it with the final name.
+///
+/// # Errors
+/// A root has no parent it may touch (`path_denied`); otherwise as [`open`].
+pub fn open_parent(guard: &PathGuard, target: &Resolved, op: Op) -> Result<(OwnedFd, OsString), FsError> {
+    let (Some(parent), Some(name)) = (target.path.parent(), target.path.file_name()) else {
+        return Err(root_untouchable());
+    };
+    if target.is_root() {
+        return Err(root_untouchable());
+    }
+    let dir = open(guard, &target.sibling(parent.to_path_buf()), dir_flags(), Mode::empty(), op)?;
+    Ok((dir, name.to_os_string()))
+}
+
+/// Creates every missing directory from the root down to `target` (like
+/// `mkdir -p`) and returns a descriptor of `target`.
+///
+/// # Errors
+/// [`FsError::NotADirectory`] when a file is in the way, `symlink_denied`
+/// when a symlink is, and I/O errors.
+pub fn create_dirs(guard: &PathGuard, target: &Resolved, op: Op) -> Result<OwnedFd, FsError> {
+    let mut dir = open_beneath(&target.root, Path::new(""), dir_flags(), Mode::empty())
+        .map_err(|e| FsError::errno(&target.root, e))?;
+    let mut so_far = target.root.clone();
+    for part in normal_parts(target.relative()).map_err(|e| FsError::errno(&target.path, e))? {
+        so_far.push(part);
+        let next = match openat(&dir, part, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()) {
+            Err(Errno::ENOENT) => match mkdirat(&dir, part, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(Errno::EEXIST) => openat(&dir, part, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()),
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        dir = next.map_err(|e| classify_not_dir(&dir, part, e)).map_err(|e| FsError::errno(&so_far, e))?;
+    }
+    verify(guard, &dir, &target.path, op)?;
+    Ok(dir)
+}
+
+/// Flags of a directory descriptor that can be listed and used with `*at` calls.
+pub fn dir_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC
+}
+
+/// The refusal for operations on an allowed root itself.
+pub fn root_untouchable() -> FsError {
+    FsError::Denied(Denial::forbidden("path_denied", "The allowed root directory itself cannot be modified"))
+}
+
+/// Checks that `fd` still names an authorised object: the path the kernel
+/// reports for it must be `expected`, or else pass the guard for `op`.
+///
+/// # Errors
+/// The guard's refusals for a descriptor that ended up elsewhere.
+pub fn verify(guard: &PathGuard, fd: &impl AsFd, expected: &Path, op: Op) -> Result<(), FsError> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
+    let Ok(actual) = std::fs::read_link(&link) else {
+        // No /proc: the no-symlink walk from the root descriptor is the guarantee.
+        return Ok(());
+    };
+    if actual == expected {
+        return Ok(());
+    }
+    guard.check_resolved(&actual, op)?;
+    Ok(())
+}
+
+/// Opens `relative` beneath the directory `root` without following any symlink.
+///
+/// # Errors
+/// `ELOOP` when a symlink is on the way, `EXDEV` when the path would leave
+/// `root`, and the errors of `open(2)`.
+pub fn open_beneath(root: &Path, relative: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())?;
+    let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let relative = if relative.as_os_str().is_empty() { Path::new(".") } else { relative };
+    if !OPENAT2_MISSING.load(Ordering::Relaxed) {
+        let how = OpenHow::new().flags(flags).mode(mode).resolve(
+            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+        match openat2(&root_fd, relative, how) {
+            Err(Errno::ENOSYS | Errno::E2BIG) => OPENAT2_MISSING.store(true, Ordering::Relaxed),
+            // A seccomp filter may answer EPERM for the whole syscall: let the walk decide.
+            Err(Errno::EPERM) => {}
+            other => return other,
+        }
+    }
+    walk_open(root_fd, relative, flags, mode)
+}
+
+/// The portable equivalent of `openat2(RESOLVE_NO_SYMLINKS)`: one `O_NOFOLLOW` open per component.
+pub fn walk_open(root_fd: OwnedFd, relative: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    let parts = normal_parts(relative)?;
+    let Some((last, intermediate)) = parts.split_last() else {
+        return openat(&root_fd, ".", flags, mode);
+    };
+    let mut dir = root_fd;
+    for part in intermediate {
+        let next = openat(
+            &dir,
+            *part,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        );
+        dir = next.map_err(|e| classify_not_dir(&dir, part, e))?;
+    }
+    openat(&dir, *last, flags | OFlag::O_NOFOLLOW, mode)
+}
+
+/// The normal components of a relative path; `..`, `.` or a root are refused (`EXDEV`).
+fn normal_parts(relative: &Path) -> nix::Result<Vec<&OsStr>> {
+    relative
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .map(|c| match c {
+            Component::Normal(part) => Ok(part),
+            _ => Err(Errno::EXDEV),
+        })
+        .collect()
+}
+
+/// `ENOTDIR` from an `O_DIRECTORY | O_NOFOLLOW` open is `ELOOP` when the entry is a symlink.
+fn classify_not_dir(dir: &impl AsFd, name: &OsStr, err: Errno) -> Errno {
+    if err != Errno::ENOTDIR {
+        return err;
+    }
+    match fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => Errno::ELOOP,
+        _ => err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn root() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(real.join("a/b")).expect("mkdir");
+        std::fs::write(real.join("a/b/f"), b"x").expect("write");
+        (dir, real)
+    }
+
+    #[test]
+    fn opens_plain_paths_both_ways() {
+        let (_dir, real) = root();
+        assert!(open_beneath(&real, Path::new("a/b/f"), OFlag::O_RDONLY, Mode::empty()).is_ok());
+        let root_fd = nix::fcntl::open(&real, dir_flags(), Mode::empty()).expect("root");
+        assert!(walk_open(root_fd, Path::new("a/b/f"), OFlag::O_RDONLY, Mode::empty()).is_ok());
+    }
+
+    #[test]
+    fn symlinks_anywhere_on_the_way_are_refused_both_ways() {
+        let (_dir, real) = root();
+        symlink(real.join("a"), real.join("inner")).expect("symlink");
+        symlink("/etc", real.join("outer")).expect("symlink");
+        symlink("b/f", real.join("a/lf")).expect("symlink");
+        for rel in ["inner/b/f", "outer/passwd", "a/lf"] {
+            let err = open_beneath(&real, Path::new(rel), OFlag::O_RDONLY, Mode::empty()).expect_err(rel);
+            assert_eq!(err, Errno::ELOOP, "{rel}");
+            let root_fd = nix::fcntl::open(&real, dir_flags(), Mode::empty()).expect("root");
+            let err = walk_open(root_fd, Path::new(rel), OFlag::O_RDONLY, Mode::empty()).expect_err(rel);
+            assert_eq!(err, Errno::ELOOP, "walk {rel}");
+        }
+        assert_eq!(
+            open_beneath(&real, Path::new("../x"), OFlag::O_RDONLY, Mode::empty()).map(|_| ()),
+            Err(Errno::EXDEV)
+        );
+    }
+
+    #[test]
+    fn create_dirs_makes_parents_and_refuses_files_in_the_way() {
+        let (_dir, real) = root();
+        let guard = PathGuard::new(&real, &crate::policy::rules::compile(&[], true).expect("rules")[0]);
+        let target = resolve(&guard, "x/y/z", Op::Write, "").expect("resolve");
+        create_dirs(&guard, &target, Op::Write).expect("mkdir -p");
+        assert!(real.join("x/y/z").is_dir());
+        let blocked = resolve(&guard, "a/b/f/sub", Op::Write, "").expect("resolve");
+        assert!(matches!(create_dirs(&guard, &blocked, Op::Write), Err(FsError::NotADirectory(_))));
+    }
+}

@@ -1,0 +1,433 @@
+//! Uploads: request bodies streamed into [`AtomicFile`]s, resumable upload
+//! sessions, and the base64 JSON upload decoded in chunks.
+//!
+//! A body is read on the runtime and handed, in chunks of at most
+//! [`CHUNK`] bytes through a channel of [`QUEUE`] chunks, to one blocking
+//! writer: memory stays bounded whatever the file size, and a slow disk
+//! slows the sender (TCP backpressure) instead of filling memory. The writer
+//! owns the file until the end, so a client that disappears mid-body cannot
+//! leave a half-written file in place: a plain upload is discarded, a
+//! resumable one keeps what arrived for the next request to continue.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::mpsc;
+
+use super::safe::Resolved;
+use super::write::{AtomicFile, Committed, SweptDirs};
+use super::FsError;
+use crate::policy::{Denial, PathGuard};
+
+/// Largest chunk handed to the writer.
+pub const CHUNK: usize = 256 * 1024;
+/// Chunks queued between the body and the writer.
+pub const QUEUE: usize = 8;
+/// A resumable upload untouched for this long is discarded.
+pub const SESSION_TTL: Duration = Duration::from_secs(3600);
+/// Resumable uploads in progress at once.
+pub const MAX_SESSIONS: usize = 64;
+
+/// Standard base64 with padding, tolerant of non-zero trailing bits (as Python's decoder).
+pub const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
+/// What the policy allows an upload.
+#[derive(Debug, Clone, Default)]
+pub struct WritePolicy {
+    /// Whether an existing file may be replaced.
+    pub overwrite: bool,
+    /// Extensions allowed (`.txt`), empty for any.
+    pub allow_extensions: Vec<String>,
+    /// Extensions refused.
+    pub deny_extensions: Vec<String>,
+    /// Largest file, if limited.
+    pub max_bytes: Option<u64>,
+}
+
+impl WritePolicy {
+    /// Refuses a target whose extension the policy does not allow.
+    ///
+    /// # Errors
+    /// `extension_not_allowed` (403).
+    pub fn check_extension(&self, path: &Path) -> Result<(), FsError> {
+        let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase())).unwrap_or_default();
+        let listed = |list: &[String]| list.iter().any(|e| e.to_lowercase() == ext);
+        if (!self.allow_extensions.is_empty() && !listed(&self.allow_extensions)) || listed(&self.deny_extensions) {
+            let shown = if ext.is_empty() { "(none)".to_string() } else { ext };
+            return Err(FsError::Denied(Denial::forbidden(
+                "extension_not_allowed",
+                format!("Files with extension '{shown}' are not allowed"),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a size over `max_bytes`.
+    ///
+    /// # Errors
+    /// [`FsError::TooLarge`].
+    pub fn check_size(&self, size: u64) -> Result<(), FsError> {
+        match self.max_bytes {
+            Some(limit) if size > limit => Err(FsError::TooLarge { size: Some(size), limit }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Where a resumable upload stands after a request.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// Every byte arrived; the file is in place.
+    Complete(Committed),
+    /// More bytes are expected from `offset` on.
+    Partial {
+        /// Bytes received.
+        offset: u64,
+        /// Declared total.
+        size: u64,
+    },
+}
+
+struct Session {
+    file: AtomicFile,
+    size: u64,
+    overwrite: bool,
+    progress: Arc<AtomicU64>,
+    touched: Instant,
+}
+
+enum Slot {
+    Idle(Box<Session>),
+    Busy { size: u64, progress: Arc<AtomicU64> },
+}
+
+/// The upload state of a server: resumable sessions and swept directories.
+#[derive(Default)]
+pub struct Files {
+    sessions: Mutex<HashMap<PathBuf, Slot>>,
+    swept: SweptDirs,
+}
+
+enum Chunk {
+    Data(Bytes),
+    End,
+}
+
+impl Files {
+    /// Directories already swept for stale temp files.
+    pub fn swept(&self) -> &SweptDirs {
+        &self.swept
+    }
+
+    /// Writes `body` to `target` atomically (`len`: the declared length, if any).
+    ///
+    /// # Errors
+    /// Policy refusals, [`FsError::TooLarge`], [`FsError::Interrupted`] when
+    /// the body ends early, [`FsError::NoSpace`]; the target is untouched on error.
+    pub async fn write_stream<S, E>(
+        self: &Arc<Self>,
+        guard: &PathGuard,
+        target: &Resolved,
+        policy: &WritePolicy,
+        len: Option<u64>,
+        body: S,
+    ) -> Result<Committed, FsError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+    {
+        policy.check_extension(&target.path)?;
+        if let Some(len) = len {
+            policy.check_size(len)?;
+        }
+        let file = self.open(guard, target, policy.overwrite).await?;
+        let overwrite = policy.overwrite;
+        let progress = Arc::new(AtomicU64::new(0));
+        let (tx, writer) = spawn_writer(file, Arc::clone(&progress), move |file, outcome| match outcome? {
+            true => file.commit(overwrite),
+            false => Err(FsError::Interrupted),
+        });
+        feed(body, tx, policy.max_bytes.unwrap_or(u64::MAX), policy.max_bytes, writer).await
+    }
+
+    /// Continues (or starts, at offset 0) the resumable upload of `target`
+    /// with `body`, for a file of `size` bytes.
+    ///
+    /// # Errors
+    /// [`FsError::OffsetMismatch`], [`FsError::UploadNotFound`],
+    /// [`FsError::UploadBusy`], and the errors of [`Files::write_stream`].
+    pub async fn resume_stream<S, E>(
+        self: &Arc<Self>,
+        guard: &PathGuard,
+        target: &Resolved,
+        policy: &WritePolicy,
+        (offset, size): (u64, u64),
+        body: S,
+    ) -> Result<Progress, FsError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+    {
+        policy.check_extension(&target.path)?;
+        policy.check_size(size)?;
+        let session = if offset == 0 {
+            let file = self.open(guard, target, policy.overwrite).await?;
+            self.start(&target.path, file, size, policy.overwrite)?
+        } else {
+            self.take(&target.path, offset, size)?
+        };
+        let key = target.path.clone();
+        let files = Arc::clone(self);
+        let progress = Arc::clone(&session.progress);
+        let (size, overwrite) = (session.size, session.overwrite);
+        let (tx, writer) = spawn_writer(session.file, progress.clone(), move |file, outcome| {
+            if let Err(e) = outcome {
+                files.forget(&key);
+                return Err(e);
+            }
+            if file.written() == size {
+                files.forget(&key);
+                return file.commit(overwrite).map(Progress::Complete);
+            }
+            let offset = file.written();
+            files.put_back(key, Session { file, size, overwrite, progress, touched: Instant::now() });
+            Ok(Progress::Partial { offset, size })
+        });
+        let room = size - offset;
+        match feed(body, tx, room, None, writer).await {
+            Err(FsError::TooLarge { .. }) => {
+                Err(FsError::Invalid(format!("The body is longer than the {room} bytes left of the declared size")))
+            }
+            other => other,
+        }
+    }
+
+    /// The state of the resumable upload of `path`.
+    ///
+    /// # Errors
+    /// [`FsError::UploadNotFound`].
+    pub fn status(&self, path: &Path) -> Result<(u64, u64), FsError> {
+        let mut sessions = self.lock();
+        prune(&mut sessions);
+        match sessions.get(path) {
+            Some(Slot::Idle(s)) => Ok((s.file.written(), s.size)),
+            Some(Slot::Busy { size, progress }) => Ok((progress.load(Ordering::Relaxed), *size)),
+            None => Err(FsError::UploadNotFound(path.to_path_buf())),
+        }
+    }
+
+    /// Abandons the resumable upload of `path`.
+    ///
+    /// # Errors
+    /// [`FsError::UploadNotFound`], [`FsError::UploadBusy`].
+    pub fn cancel(&self, path: &Path) -> Result<(), FsError> {
+        let mut sessions = self.lock();
+        match sessions.remove(path) {
+            Some(Slot::Idle(_)) => Ok(()),
+            Some(busy @ Slot::Busy { .. }) => {
+                sessions.insert(path.to_path_buf(), busy);
+                Err(FsError::UploadBusy)
+            }
+            None => Err(FsError::UploadNotFound(path.to_path_buf())),
+        }
+    }
+
+    /// Writes the base64 `text` (a slice of a request body) to `target` atomically, decoding in chunks.
+    ///
+    /// # Errors
+    /// [`FsError::Invalid`] for malformed base64, and the errors of [`Files::write_stream`].
+    pub async fn write_base64(
+        self: &Arc<Self>,
+        guard: &PathGuard,
+        target: &Resolved,
+        policy: &WritePolicy,
+        text: Bytes,
+    ) -> Result<Committed, FsError> {
+        policy.check_extension(&target.path)?;
+        let padding = text.iter().rev().take(2).filter(|b| **b == b'=').count() as u64;
+        if text.len() % 4 != 0 {
+            return Err(FsError::Invalid("Invalid base64: Incorrect padding".into()));
+        }
+        policy.check_size((text.len() as u64 / 4 * 3).saturating_sub(padding))?;
+        let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
+        let overwrite = policy.overwrite;
+        super::blocking(move || {
+            let mut file = AtomicFile::create(&guard, &target, overwrite, &files.swept)?;
+            let mut out = vec![0u8; CHUNK / 4 * 3];
+            for piece in text.chunks(CHUNK) {
+                let n = base64::Engine::decode_slice(&BASE64, piece, &mut out)
+                    .map_err(|e| FsError::Invalid(format!("Invalid base64: {e}")))?;
+                file.write_all(&out[..n])?;
+            }
+            file.commit(overwrite)
+        })
+        .await
+    }
+
+    async fn open(
+        self: &Arc<Self>,
+        guard: &PathGuard,
+        target: &Resolved,
+        overwrite: bool,
+    ) -> Result<AtomicFile, FsError> {
+        let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
+        super::blocking(move || AtomicFile::create(&guard, &target, overwrite, &files.swept)).await
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn start(&self, path: &Path, file: AtomicFile, size: u64, overwrite: bool) -> Result<Session, FsError> {
+        let mut sessions = self.lock();
+        prune(&mut sessions);
+        match sessions.get(path) {
+            Some(Slot::Busy { .. }) => return Err(FsError::UploadBusy),
+            Some(Slot::Idle(_)) => {}
+            None if sessions.len() >= MAX_SESSIONS => {
+                return Err(FsError::Invalid(format!("Too many uploads in progress (limit {MAX_SESSIONS})")))
+            }
+            None => {}
+        }
+        let progress = Arc::new(AtomicU64::new(0));
+        sessions.insert(path.to_path_buf(), Slot::Busy { size, progress: Arc::clone(&progress) });
+        Ok(Session { file, size, overwrite, progress, touched: Instant::now() })
+    }
+
+    fn take(&self, path: &Path, offset: u64, size: u64) -> Result<Session, FsError> {
+        let mut sessions = self.lock();
+        prune(&mut sessions);
+        let session = match sessions.remove(path) {
+            None => return Err(FsError::UploadNotFound(path.to_path_buf())),
+            Some(busy @ Slot::Busy { .. }) => {
+                sessions.insert(path.to_path_buf(), busy);
+                return Err(FsError::UploadBusy);
+            }
+            Some(Slot::Idle(session)) => session,
+        };
+        let received = session.file.written();
+        let error = if received != offset {
+            Some(FsError::OffsetMismatch { received, requested: offset })
+        } else if session.size != size {
+            Some(FsError::Invalid(format!("The upload was started with size {}, not {size}", session.size)))
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            sessions.insert(path.to_path_buf(), Slot::Idle(session));
+            return Err(error);
+        }
+        sessions.insert(path.to_path_buf(), Slot::Busy { size, progress: Arc::clone(&session.progress) });
+        Ok(*session)
+    }
+
+    fn put_back(&self, path: PathBuf, session: Session) {
+        self.lock().insert(path, Slot::Idle(Box::new(session)));
+    }
+
+    fn forget(&self, path: &Path) {
+        self.lock().remove(path);
+    }
+}
+
+fn prune(sessions: &mut HashMap<PathBuf, Slot>) {
+    sessions.retain(|_, slot| match slot {
+        Slot::Idle(s) => s.touched.elapsed() < SESSION_TTL,
+        Slot::Busy { .. } => true,
+    });
+}
+
+type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
+
+/// Starts the blocking writer; `finish(file, outcome)` runs on it when the
+/// body is over: `Ok(true)` when all of it arrived, `Ok(false)` when it was
+/// abandoned, `Err` when writing failed.
+fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (mpsc::Sender<Chunk>, Writer<T>)
+where
+    T: Send + 'static,
+    F: FnOnce(AtomicFile, Result<bool, FsError>) -> Result<T, FsError> + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Chunk>(QUEUE);
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut outcome = Ok(false);
+        while let Some(chunk) = rx.blocking_recv() {
+            match chunk {
+                Chunk::Data(data) => {
+                    if let Err(e) = file.write_all(&data) {
+                        outcome = Err(e);
+                        break;
+                    }
+                    progress.store(file.written(), Ordering::Relaxed);
+                }
+                Chunk::End => {
+                    outcome = Ok(true);
+                    break;
+                }
+            }
+        }
+        finish(file, outcome)
+    });
+    (tx, writer)
+}
+
+/// Reads `body` into the writer, at most `room` bytes; returns the writer's result.
+async fn feed<S, E, T>(
+    mut body: S,
+    tx: mpsc::Sender<Chunk>,
+    room: u64,
+    limit: Option<u64>,
+    writer: Writer<T>,
+) -> Result<T, FsError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    let mut buffer = BytesMut::new();
+    let mut total = 0u64;
+    let mut failure = None;
+    loop {
+        match body.next().await {
+            Some(Ok(data)) => {
+                total += data.len() as u64;
+                if total > room {
+                    failure = Some(FsError::TooLarge { size: None, limit: limit.unwrap_or(room) });
+                    break;
+                }
+                buffer.extend_from_slice(&data);
+                if buffer.len() >= CHUNK && tx.send(Chunk::Data(buffer.split().freeze())).await.is_err() {
+                    break;
+                }
+            }
+            Some(Err(_)) => {
+                failure = Some(FsError::Interrupted);
+                break;
+            }
+            None => {
+                if !buffer.is_empty() {
+                    let _ = tx.send(Chunk::Data(buffer.split().freeze())).await;
+                }
+                let _ = tx.send(Chunk::End).await;
+                break;
+            }
+        }
+    }
+    if failure.is_some() && !buffer.is_empty() {
+        // Bytes that did arrive count for a resumable upload.
+        let _ = tx.send(Chunk::Data(buffer.split().freeze())).await;
+    }
+    drop(tx);
+    let written =
+        writer.await.map_err(|e| FsError::internal("the writer failed", std::io::Error::other(e.to_string())))?;
+    match failure {
+        Some(error) => written.and(Err(error)),
+        None => written,
+    }
+}

@@ -1,0 +1,378 @@
+//! `files_watch`: change events from inotify (through the `notify` crate).
+//!
+//! inotify says *that* something happened to a path; to report it in the
+//! reference's vocabulary (`created`, `modified`, `deleted`, each with
+//! `is_dir`) the watch keeps what it knows of each path (kind, size,
+//! modification time; bounded) and compares on every event. So a rename
+//! reads as `deleted` + `created` (the `created` event carries `old_path`),
+//! a file replaced by an atomic write as `modified`, and this server's own
+//! temp files never show. Events are gathered for [`BATCH`] and repeated
+//! `modified` events of one path are spaced by the caller's interval (the
+//! last change is always reported). An inotify queue overflow triggers a
+//! full rescan, so nothing is silently lost. The watch ends at its deadline,
+//! on server shutdown, or when the caller stops listening.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use notify::{Config, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::meta::{Kind, Stat};
+use super::safe::{self, dir_flags, Resolved};
+use super::walk::{walk, Flow, MAX_NESTING};
+use super::{is_temp_name, FsError};
+use crate::api::files::WatchEvent;
+use crate::policy::{Op, PathGuard};
+
+/// How long events are gathered before they are compared and reported.
+pub const BATCH: Duration = Duration::from_millis(10);
+/// Paths a watch remembers.
+pub const MAX_KNOWN: usize = 50_000;
+/// Raw events queued from inotify before a rescan replaces them.
+const RAW_QUEUE: usize = 4096;
+
+/// What a watch sends its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// A change.
+    Change(WatchEvent),
+    /// The end, with its reason (`timeout`, `shutdown`, `deleted`).
+    End(&'static str),
+}
+
+/// How a watch runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Include subdirectories.
+    pub recursive: bool,
+    /// Least time between two `modified` events of one path.
+    pub interval: Duration,
+    /// How long the watch lasts.
+    pub duration: Duration,
+}
+
+type Known = HashMap<PathBuf, (Kind, u64, super::meta::Time)>;
+
+/// Starts watching the directory `target` (`raw`: the caller's spelling);
+/// events arrive on the returned channel. Blocking: call it off the runtime.
+///
+/// # Errors
+/// 404 when the directory is missing; inotify errors (for example the watch limit).
+pub fn start(
+    guard: PathGuard,
+    target: Resolved,
+    raw: &str,
+    options: Options,
+    shutdown: CancellationToken,
+    runtime: tokio::runtime::Handle,
+) -> Result<mpsc::Receiver<Output>, FsError> {
+    let dir = match safe::open(&guard, &target, dir_flags(), Mode::empty(), Op::Read) {
+        Ok(dir) => dir,
+        Err(FsError::NotFound(_) | FsError::NotADirectory(_)) => {
+            return Err(FsError::NotFound(format!("Directory not found: {raw}")))
+        }
+        Err(e) => return Err(e),
+    };
+    let (raw_tx, raw_rx) = mpsc::channel::<notify::Event>(RAW_QUEUE);
+    let overflow = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&overflow);
+    let handler = move |event: notify::Result<notify::Event>| match event {
+        Ok(event) if !event.need_rescan() => {
+            if raw_tx.try_send(event).is_err() {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+        _ => flag.store(true, Ordering::Relaxed),
+    };
+    let mut watcher = RecommendedWatcher::new(handler, Config::default().with_follow_symlinks(false))
+        .map_err(|e| FsError::internal("cannot start watching", std::io::Error::other(e.to_string())))?;
+    let mode = if options.recursive { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
+    watcher
+        .watch(&target.path, mode)
+        .map_err(|e| FsError::internal("cannot watch the directory", std::io::Error::other(e.to_string())))?;
+    let mut state = State { guard, target, options, known: Known::new(), last_modified: HashMap::new() };
+    state.known = state.scan_from(dir, &state.target.path.clone(), 1);
+    let (tx, rx) = mpsc::channel(256);
+    runtime.spawn(run(state, watcher, raw_rx, overflow, tx, shutdown));
+    Ok(rx)
+}
+
+struct State {
+    guard: PathGuard,
+    target: Resolved,
+    options: Options,
+    known: Known,
+    last_modified: HashMap<PathBuf, Instant>,
+}
+
+async fn run(
+    mut state: State,
+    watcher: RecommendedWatcher,
+    mut raw: mpsc::Receiver<notify::Event>,
+    overflow: Arc<AtomicBool>,
+    tx: mpsc::Sender<Output>,
+    shutdown: CancellationToken,
+) {
+    let deadline = Instant::now() + state.options.duration;
+    let mut pending: HashSet<PathBuf> = HashSet::new();
+    let reason = loop {
+        let next_due =
+            pending.iter().filter_map(|p| state.last_modified.get(p)).min().map(|t| *t + state.options.interval);
+        let wake = next_due.unwrap_or(deadline).min(deadline);
+        let batch = tokio::select! {
+            () = shutdown.cancelled() => break "shutdown",
+            () = tx.closed() => return,
+            () = tokio::time::sleep_until(wake) => {
+                if Instant::now() >= deadline { break "timeout"; }
+                Vec::new()
+            }
+            event = raw.recv() => match event {
+                None => break "shutdown",
+                Some(first) => {
+                    tokio::time::sleep(BATCH).await;
+                    let mut batch = vec![first];
+                    while let Ok(more) = raw.try_recv() { batch.push(more); }
+                    batch
+                }
+            },
+        };
+        let rescan = overflow.swap(false, Ordering::Relaxed);
+        let due: Vec<PathBuf> = pending.iter().filter(|p| state.due(p)).cloned().collect();
+        for path in &due {
+            pending.remove(path);
+        }
+        let work = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            let mut throttled = Vec::new();
+            state.process(&batch, &due, rescan, &mut out, &mut throttled);
+            (state, out, throttled)
+        });
+        let Ok((next, out, throttled)) = work.await else { return };
+        state = next;
+        pending.extend(throttled);
+        for event in out {
+            let end = matches!(event, Output::End(_));
+            if tx.send(event).await.is_err() || end {
+                return;
+            }
+        }
+    };
+    drop(watcher);
+    let _ = tx.send(Output::End(reason)).await;
+}
+
+impl State {
+    fn due(&self, path: &Path) -> bool {
+        self.last_modified.get(path).is_none_or(|t| t.elapsed() >= self.options.interval)
+    }
+
+    /// Compares what the events touched with what is known and reports the differences.
+    fn process(
+        &mut self,
+        batch: &[notify::Event],
+        due: &[PathBuf],
+        rescan: bool,
+        out: &mut Vec<Output>,
+        throttled: &mut Vec<PathBuf>,
+    ) {
+        let mut renamed_from: HashMap<PathBuf, PathBuf> = HashMap::new();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for event in batch {
+            if matches!(
+                event.kind,
+                EventKind::Access(
+                    notify::event::AccessKind::Open(_)
+                        | notify::event::AccessKind::Close(notify::event::AccessMode::Read)
+                )
+            ) {
+                continue;
+            }
+            if let (EventKind::Modify(notify::event::ModifyKind::Name(notify::event::RenameMode::Both)), [from, to]) =
+                (&event.kind, event.paths.as_slice())
+            {
+                renamed_from.insert(to.clone(), from.clone());
+            }
+            paths.extend(event.paths.iter().cloned());
+        }
+        paths.extend(due.iter().cloned());
+        if rescan {
+            let mut all: Vec<PathBuf> = self.known.keys().cloned().collect();
+            all.extend(self.rescan().into_keys());
+            paths = all;
+        }
+        let mut seen = HashSet::new();
+        for path in paths {
+            if seen.insert(path.clone()) {
+                let old_path = renamed_from.get(&path).filter(|p| p.file_name().is_some_and(|n| !is_temp_name(n)));
+                self.reconcile(&path, old_path, out, throttled);
+            }
+        }
+        if !self.exists(&self.target.path.clone()) {
+            out.push(Output::End("deleted"));
+        }
+    }
+
+    fn reconcile(
+        &mut self,
+        path: &Path,
+        old_path: Option<&PathBuf>,
+        out: &mut Vec<Output>,
+        throttled: &mut Vec<PathBuf>,
+    ) {
+        if path == self.target.path || !self.in_scope(path) || path.file_name().is_some_and(is_temp_name) {
+            return;
+        }
+        let now = self.look(path);
+        let before = self.known.get(path).copied();
+        let change = |kind: &str, is_dir: bool, old: Option<&PathBuf>| {
+            Output::Change(WatchEvent {
+                kind: kind.into(),
+                path: path.display().to_string(),
+                is_dir,
+                old_path: old.map(|p| p.display().to_string()),
+            })
+        };
+        match (before, now) {
+            (None, Some(st)) => {
+                out.push(change("created", st.is_dir(), old_path));
+                self.remember(path, &st);
+                if st.is_dir() && self.options.recursive {
+                    self.created_below(path, out);
+                }
+            }
+            (Some(old), None) => {
+                self.forget_below(path, out);
+                out.push(change("deleted", old.0 == Kind::Directory, None));
+                self.known.remove(path);
+            }
+            (Some(old), Some(st)) if old.0 != st.kind => {
+                self.forget_below(path, out);
+                out.push(change("deleted", old.0 == Kind::Directory, None));
+                out.push(change("created", st.is_dir(), old_path));
+                self.remember(path, &st);
+            }
+            (Some(old), Some(st)) if (old.1, old.2) != (st.size, st.modified) => {
+                if !self.due(path) {
+                    throttled.push(path.to_path_buf());
+                    return;
+                }
+                out.push(change("modified", st.is_dir(), None));
+                self.last_modified.insert(path.to_path_buf(), Instant::now());
+                self.remember(path, &st);
+            }
+            _ => {}
+        }
+    }
+
+    fn in_scope(&self, path: &Path) -> bool {
+        match path.strip_prefix(&self.target.path) {
+            Ok(rel) => self.options.recursive || rel.components().count() == 1,
+            Err(_) => false,
+        }
+    }
+
+    /// The current state of `path`, when it exists and the guard lets it be seen.
+    fn look(&self, path: &Path) -> Option<Stat> {
+        let rel = path.strip_prefix(&self.target.root).ok()?;
+        let fd = safe::open_beneath(&self.target.root, rel, OFlag::O_PATH, Mode::empty()).ok()?;
+        let st = Stat::from_metadata(&std::fs::File::from(fd).metadata().ok()?);
+        let allowed = if st.kind == Kind::Symlink {
+            path.to_str().is_some_and(|p| self.guard.resolve(p, Op::Read, "").is_ok())
+        } else {
+            self.guard.check_resolved(path, Op::Read).is_ok()
+        };
+        allowed.then_some(st)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        safe::open_beneath(
+            &self.target.root,
+            path.strip_prefix(&self.target.root).unwrap_or(path),
+            OFlag::O_PATH,
+            Mode::empty(),
+        )
+        .is_ok()
+    }
+
+    fn remember(&mut self, path: &Path, st: &Stat) {
+        if self.known.len() < MAX_KNOWN || self.known.contains_key(path) {
+            self.known.insert(path.to_path_buf(), (st.kind, st.size, st.modified));
+        }
+    }
+
+    fn created_below(&mut self, dir: &Path, out: &mut Vec<Output>) {
+        let Ok(rel) = dir.strip_prefix(&self.target.root) else { return };
+        let Ok(fd) = safe::open_beneath(&self.target.root, rel, dir_flags(), Mode::empty()) else { return };
+        let depth = dir.strip_prefix(&self.target.path).map_or(1, |r| r.components().count() + 1);
+        for (path, st) in self.scan_from(fd, dir, depth) {
+            if self.known.contains_key(&path) {
+                continue;
+            }
+            out.push(Output::Change(WatchEvent {
+                kind: "created".into(),
+                path: path.display().to_string(),
+                is_dir: st.0 == Kind::Directory,
+                old_path: None,
+            }));
+            if self.known.len() < MAX_KNOWN {
+                self.known.insert(path, st);
+            }
+        }
+    }
+
+    fn forget_below(&mut self, dir: &Path, out: &mut Vec<Output>) {
+        let mut gone: Vec<(PathBuf, bool)> = self
+            .known
+            .iter()
+            .filter(|(p, _)| p.starts_with(dir) && p.as_path() != dir)
+            .map(|(p, st)| (p.clone(), st.0 == Kind::Directory))
+            .collect();
+        gone.sort();
+        for (path, is_dir) in gone.into_iter().rev() {
+            self.known.remove(&path);
+            out.push(Output::Change(WatchEvent {
+                kind: "deleted".into(),
+                path: path.display().to_string(),
+                is_dir,
+                old_path: None,
+            }));
+        }
+    }
+
+    fn rescan(&self) -> Known {
+        let rel = self.target.relative().to_path_buf();
+        match safe::open_beneath(&self.target.root, &rel, dir_flags(), Mode::empty()) {
+            Ok(fd) => self.scan_from(fd, &self.target.path.clone(), 1),
+            Err(_) => Known::new(),
+        }
+    }
+
+    /// What is below the directory `fd` (at `path`, whose entries are at `depth`), bounded.
+    fn scan_from(&self, fd: std::os::fd::OwnedFd, path: &Path, depth: usize) -> Known {
+        let mut known = Known::new();
+        let nesting = if self.options.recursive { MAX_NESTING } else { 1 };
+        let _ = walk(fd, path, &mut |entry| {
+            if known.len() >= MAX_KNOWN {
+                return Flow::Stop;
+            }
+            if !super::list::visible(&self.guard, entry) {
+                return Flow::Skip;
+            }
+            known.insert(entry.path.clone(), (entry.stat.kind, entry.stat.size, entry.stat.modified));
+            if entry.depth + depth - 1 < nesting {
+                Flow::Descend
+            } else {
+                Flow::Skip
+            }
+        });
+        known
+    }
+}

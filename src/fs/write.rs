@@ -1,0 +1,337 @@
+//! Atomic writes.
+//!
+//! New content goes to an unnamed temp file (`O_TMPFILE`) in the target's
+//! directory, so an aborted write (client gone, server killed) leaves
+//! nothing behind: the kernel frees the inode. When every byte is there the
+//! data is `fdatasync`ed, the file takes the old file's mode, and it is
+//! linked into place: with `linkat` when overwriting is off (atomic
+//! no-clobber), else linked under a temp name (`.abx-upload-*`) and renamed
+//! over the target; then the directory is `fsync`ed. Readers see the old
+//! content or the new, never a mix, and a successful answer means the bytes
+//! are on disk. Where `O_TMPFILE` is unsupported a named temp file is used
+//! instead. Named temp files are `flock`ed while in use; a stale one (its
+//! writer died) is removed by the next write into the same directory.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, renameat, AtFlags, Flock, FlockArg, OFlag, AT_FDCWD};
+use nix::sys::stat::{fchmod, fstat, fstatat, Mode, SFlag};
+use nix::unistd::{fchown, linkat, unlinkat, Gid, Uid, UnlinkatFlags};
+
+use super::meta::{Kind, Stat};
+use super::safe::{self, Resolved};
+use super::{is_temp_name, FsError, TEMP_PREFIX};
+use crate::policy::{Denial, Op, PathGuard};
+
+/// Directories swept for stale temp files, remembered so each is swept once per process.
+const SWEPT_MEMORY: usize = 4096;
+
+/// An in-progress atomic write of one file.
+pub struct AtomicFile {
+    file: Flock<File>,
+    dir: OwnedFd,
+    name: OsString,
+    temp_name: Option<OsString>,
+    target: PathBuf,
+    written: u64,
+}
+
+/// The result of a committed write.
+#[derive(Debug, Clone, Copy)]
+pub struct Committed {
+    /// Whether the target did not exist before.
+    pub created: bool,
+    /// The new file's metadata.
+    pub stat: Stat,
+}
+
+impl AtomicFile {
+    /// Prepares a write of `target`: makes missing parent directories,
+    /// refuses a directory in the way (and an existing file unless
+    /// `overwrite`), and opens the temp file.
+    ///
+    /// # Errors
+    /// [`FsError::IsADirectory`], [`FsError::Exists`], path refusals and I/O errors.
+    pub fn create(guard: &PathGuard, target: &Resolved, overwrite: bool, swept: &SweptDirs) -> Result<Self, FsError> {
+        if target.is_root() {
+            return Err(FsError::IsADirectory(target.path.clone()));
+        }
+        let (Some(parent), Some(name)) = (target.path.parent(), target.path.file_name()) else {
+            return Err(FsError::IsADirectory(target.path.clone()));
+        };
+        if is_temp_name(name) {
+            return Err(FsError::Denied(Denial::forbidden(
+                "path_denied",
+                "Names starting with .abx-upload- are reserved",
+            )));
+        }
+        let dir = safe::create_dirs(guard, &target.sibling(parent.to_path_buf()), Op::Write)?;
+        match existing(&dir, name) {
+            Some(st) if st.is_dir() => return Err(FsError::IsADirectory(target.path.clone())),
+            Some(_) if !overwrite => return Err(FsError::Exists),
+            _ => {}
+        }
+        swept.sweep_once(&dir, parent);
+        let (file, temp_name) = open_temp(&dir).map_err(|e| FsError::errno(&target.path, e))?;
+        let file =
+            Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| FsError::errno(&target.path, e))?;
+        Ok(AtomicFile { file, dir, name: name.to_os_string(), temp_name, target: target.path.clone(), written: 0 })
+    }
+
+    /// Appends `data`.
+    ///
+    /// # Errors
+    /// [`FsError::NoSpace`] when the disk or quota is full, other I/O errors.
+    pub fn write_all(&mut self, data: &[u8]) -> Result<(), FsError> {
+        (*self.file).write_all(data).map_err(|e| FsError::io(&self.target, e))?;
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The target path.
+    pub fn target(&self) -> &std::path::Path {
+        &self.target
+    }
+
+    /// Discards everything written (for a restarted upload).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn truncate(&mut self) -> Result<(), FsError> {
+        self.file.set_len(0).map_err(|e| FsError::io(&self.target, e))?;
+        std::io::Seek::rewind(&mut *self.file).map_err(|e| FsError::io(&self.target, e))?;
+        self.written = 0;
+        Ok(())
+    }
+
+    /// Makes the content durable and puts it in place atomically.
+    ///
+    /// # Errors
+    /// [`FsError::Exists`] when overwriting is off and the target appeared,
+    /// [`FsError::NoSpace`], and I/O errors. The target is untouched on error.
+    pub fn commit(mut self, overwrite: bool) -> Result<Committed, FsError> {
+        let path = self.target.clone();
+        self.file.sync_data().map_err(|e| FsError::io(&path, e))?;
+        let before = existing(&self.dir, &self.name);
+        if let Some(old) = before.filter(|s| s.kind == Kind::File) {
+            let _ = fchmod(self.file.as_fd(), Mode::from_bits_truncate(old.mode & 0o7777));
+            let st = fstatat(&self.dir, self.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+            if let Some(st) = st {
+                let _ = fchown(self.file.as_fd(), Some(Uid::from_raw(st.st_uid)), Some(Gid::from_raw(st.st_gid)));
+            }
+        }
+        match (self.temp_name.take(), overwrite) {
+            (None, false) => link_anonymous(&self.file, &self.dir, &self.name).map_err(|e| no_clobber(&path, e))?,
+            (None, true) => {
+                let temp = temp_name();
+                link_anonymous(&self.file, &self.dir, &temp).map_err(|e| FsError::errno(&path, e))?;
+                if let Err(e) = renameat(&self.dir, temp.as_os_str(), &self.dir, self.name.as_os_str()) {
+                    let _ = unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                    return Err(FsError::errno(&path, e));
+                }
+            }
+            (Some(temp), overwrite) => {
+                let moved = if overwrite {
+                    renameat(&self.dir, temp.as_os_str(), &self.dir, self.name.as_os_str())
+                } else {
+                    linkat(&self.dir, temp.as_os_str(), &self.dir, self.name.as_os_str(), AtFlags::empty())
+                        .and_then(|()| unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir))
+                };
+                if let Err(e) = moved {
+                    let _ = unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                    return Err(no_clobber(&path, e));
+                }
+            }
+        }
+        let _ = nix::unistd::fsync(&self.dir);
+        let stat = fstat(self.file.as_fd()).map(|st| Stat::from_filestat(&st)).map_err(|e| FsError::errno(&path, e))?;
+        Ok(Committed { created: before.is_none(), stat })
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp_name.take() {
+            let _ = unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+    }
+}
+
+fn no_clobber(path: &std::path::Path, err: Errno) -> FsError {
+    if err == Errno::EEXIST {
+        FsError::Exists
+    } else {
+        FsError::errno(path, err)
+    }
+}
+
+/// The metadata of `name` in `dir`, if it exists (symlinks not followed).
+fn existing(dir: &OwnedFd, name: &OsStr) -> Option<Stat> {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok().map(|st| Stat::from_filestat(&st))
+}
+
+/// An unnamed temp file in `dir`, or a named one where `O_TMPFILE` is unsupported.
+fn open_temp(dir: &OwnedFd) -> nix::Result<(File, Option<OsString>)> {
+    let mode = Mode::from_bits_truncate(0o666);
+    if proc_fd_available() {
+        match openat(dir, ".", OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC, mode) {
+            Ok(fd) => return Ok((File::from(fd), None)),
+            Err(Errno::EOPNOTSUPP | Errno::EISDIR | Errno::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let name = temp_name();
+    let fd = openat(
+        dir,
+        name.as_os_str(),
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        mode,
+    )?;
+    Ok((File::from(fd), Some(name)))
+}
+
+/// Gives an unnamed temp file the name `name` in `dir`.
+fn link_anonymous(file: &File, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    linkat(AT_FDCWD, proc_path.as_str(), dir, name, AtFlags::AT_SYMLINK_FOLLOW)
+}
+
+fn proc_fd_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir())
+}
+
+/// A fresh `.abx-upload-<random>` name.
+pub fn temp_name() -> OsString {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let random = RandomState::new().hash_one(n);
+    OsString::from(format!("{TEMP_PREFIX}{}-{random:016x}", std::process::id()))
+}
+
+/// The directories already swept for stale temp files by this process.
+#[derive(Debug, Default)]
+pub struct SweptDirs(Mutex<HashSet<PathBuf>>);
+
+impl SweptDirs {
+    /// Removes stale temp files from `dir` the first time a write goes there.
+    pub fn sweep_once(&self, dir: &OwnedFd, path: &std::path::Path) {
+        {
+            let Ok(mut swept) = self.0.lock() else { return };
+            if swept.contains(path) {
+                return;
+            }
+            if swept.len() >= SWEPT_MEMORY {
+                swept.clear();
+            }
+            swept.insert(path.to_path_buf());
+        }
+        let removed = sweep(dir);
+        if removed > 0 {
+            tracing::info!(dir = %path.display(), removed, "removed temp files left by an interrupted write");
+        }
+    }
+}
+
+/// Removes the temp files in `dir` that no live writer holds; returns how many.
+pub fn sweep(dir: &OwnedFd) -> usize {
+    let Ok(handle) = dir.try_clone() else { return 0 };
+    let Ok(mut stream) = nix::dir::Dir::from_fd(handle) else { return 0 };
+    let names: Vec<OsString> = stream
+        .iter()
+        .filter_map(Result::ok)
+        .map(|e| <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| is_temp_name(n))
+        .take(10_000)
+        .collect();
+    names.iter().filter(|name| remove_if_stale(dir, name)).count()
+}
+
+fn remove_if_stale(dir: &OwnedFd, name: &OsStr) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else { return false };
+    let file = File::from(fd);
+    let Ok(st) = fstat(file.as_fd()) else { return false };
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return false;
+    }
+    // A live writer holds the lock; a dead one released it with its process.
+    let Ok(_locked) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else { return false };
+    let same = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|now| now.st_ino == st.st_ino);
+    same && unlinkat(dir, name, UnlinkatFlags::NoRemoveDir).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::rules::compile;
+
+    fn setup() -> (tempfile::TempDir, PathGuard, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().canonicalize().expect("canonical");
+        let guard = PathGuard::new(&real, &compile(&[], true).expect("rules")[0]);
+        (dir, guard, real)
+    }
+
+    fn no_temp_files(dir: &std::path::Path) -> bool {
+        std::fs::read_dir(dir).expect("read_dir").all(|e| !is_temp_name(&e.expect("entry").file_name()))
+    }
+
+    #[test]
+    fn a_write_appears_only_when_committed() {
+        let (_d, guard, real) = setup();
+        std::fs::write(real.join("f"), b"old").expect("write");
+        let target = safe::resolve(&guard, "f", Op::Write, "").expect("resolve");
+        let swept = SweptDirs::default();
+        let mut file = AtomicFile::create(&guard, &target, true, &swept).expect("create");
+        file.write_all(b"new content").expect("write");
+        assert_eq!(std::fs::read(real.join("f")).expect("read"), b"old");
+        drop(file);
+        assert_eq!(std::fs::read(real.join("f")).expect("read"), b"old");
+        assert!(no_temp_files(&real));
+        let mut file = AtomicFile::create(&guard, &target, true, &swept).expect("create");
+        file.write_all(b"new").expect("write");
+        let committed = file.commit(true).expect("commit");
+        assert!(!committed.created);
+        assert_eq!(std::fs::read(real.join("f")).expect("read"), b"new");
+        assert!(no_temp_files(&real));
+    }
+
+    #[test]
+    fn no_clobber_is_atomic_and_empty_files_work() {
+        let (_d, guard, real) = setup();
+        let target = safe::resolve(&guard, "sub/dir/e", Op::Write, "").expect("resolve");
+        let swept = SweptDirs::default();
+        let file = AtomicFile::create(&guard, &target, false, &swept).expect("create");
+        let racing = AtomicFile::create(&guard, &target, false, &swept).expect("create");
+        assert!(file.commit(false).expect("commit").created);
+        assert_eq!(std::fs::read(real.join("sub/dir/e")).expect("read"), b"");
+        assert!(matches!(racing.commit(false), Err(FsError::Exists)));
+        assert!(matches!(AtomicFile::create(&guard, &target, false, &swept), Err(FsError::Exists)));
+    }
+
+    #[test]
+    fn stale_named_temp_files_are_swept_but_live_ones_are_not() {
+        let (_d, _guard, real) = setup();
+        std::fs::write(real.join(".abx-upload-dead"), b"x").expect("write");
+        let live = File::create(real.join(".abx-upload-live")).expect("create");
+        let _held = Flock::lock(live, FlockArg::LockExclusiveNonblock).expect("lock");
+        let dir = nix::fcntl::open(&real, safe::dir_flags(), Mode::empty()).expect("open");
+        assert_eq!(sweep(&dir), 1);
+        assert!(!real.join(".abx-upload-dead").exists());
+        assert!(real.join(".abx-upload-live").exists());
+    }
+}

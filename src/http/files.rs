@@ -1,0 +1,233 @@
+//! Handlers of the `file_ops` group that answer JSON: list, stat, mkdir,
+//! delete, move, search; and the one mapping of [`FsError`] to the wire.
+//! Transfers, archives and watches are in `files_transfer.rs`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::extract::{JsonBody, Query};
+use super::AppState;
+use crate::api::files::{
+    DeleteResponse, FileInfo, ListQuery, ListResponse, MkdirRequest, MkdirResponse, MoveRequest, MoveResponse,
+    PathQuery, SearchRequest, SearchResponse,
+};
+use crate::endpoints::Limit;
+use crate::fs::{self, list::ListOptions, safe, search, FsError};
+use crate::policy::{Grant, LimitValue, Op};
+
+const DEFAULT_MAX_ENTRIES: u64 = 1000;
+const DEFAULT_LIST_DEPTH: u64 = 3;
+const DEFAULT_SEARCH_DEPTH: u64 = 5;
+const DEFAULT_SEARCH_RESULTS: u64 = 100;
+const DEFAULT_SEARCH_SECONDS: f64 = 10.0;
+
+impl From<FsError> for ApiError {
+    fn from(err: FsError) -> Self {
+        let conflict = |message: String, error_type: &str, code: &str| {
+            ApiError::new(StatusCode::CONFLICT, message, error_type).with_code(code)
+        };
+        let message = err.to_string();
+        match err {
+            FsError::Denied(denial) => ApiError::from(denial),
+            FsError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, message, "FileNotFoundError"),
+            FsError::Exists => conflict(message, "FileExistsError", "file_exists"),
+            FsError::IsADirectory(_) => conflict(message, "IsADirectoryError", "is_a_directory"),
+            FsError::NotADirectory(_) => conflict(message, "NotADirectoryError", "not_a_directory"),
+            FsError::Invalid(_) => ApiError::bad_request(message),
+            FsError::TooLarge { limit, .. } | FsError::ArchiveTooLarge { limit } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError")
+                    .with_code("payload_too_large")
+                    .with_limit(limit)
+            }
+            FsError::NoSpace(_) => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, "OSError").with_code("insufficient_storage")
+            }
+            FsError::UploadNotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, message, "FileNotFoundError").with_code("upload_not_found")
+            }
+            FsError::OffsetMismatch { .. } => conflict(message, "ValueError", "offset_mismatch"),
+            FsError::UploadBusy => conflict(message, "ValueError", "upload_busy"),
+            FsError::Interrupted => ApiError::bad_request(message).with_code("upload_interrupted"),
+            FsError::RangeNotSatisfiable { .. } => {
+                ApiError::new(StatusCode::RANGE_NOT_SATISFIABLE, message, "ValueError")
+                    .with_code("range_not_satisfiable")
+            }
+            FsError::Internal { context, source } => {
+                tracing::error!(error = %source, "{context}");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// Maps a domain error; policy denials name the endpoint, as the reference's do.
+pub fn at(grant: &Grant) -> impl Fn(FsError) -> ApiError + '_ {
+    move |err| match err {
+        FsError::Denied(_) => ApiError::from(err).with_endpoint(grant.endpoint().id),
+        other => ApiError::from(other),
+    }
+}
+
+/// The required query parameter `path`.
+pub fn query_path(path: Option<String>) -> Result<String, ApiError> {
+    path.filter(|p| !p.is_empty()).ok_or_else(|| ApiError::bad_request("Missing 'path' query parameter"))
+}
+
+/// The required body field `name`.
+pub fn body_field(value: Option<String>, name: &str) -> Result<String, ApiError> {
+    value.filter(|v| !v.is_empty()).ok_or_else(|| ApiError::bad_request(format!("Missing or invalid '{name}'")))
+}
+
+/// `true`, `yes` or `1`, as the reference reads booleans from queries.
+pub fn truthy(value: Option<&str>) -> bool {
+    value.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
+}
+
+/// The policy's limit `key`, or `default`.
+pub fn limit_or(grant: &Grant, key: Limit, default: u64) -> u64 {
+    grant.limit(key).map_or(default, LimitValue::as_u64)
+}
+
+/// `GET /files/list`.
+pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListResponse>, ApiError> {
+    let raw = query_path(q.path)?;
+    let lenient = |v: Option<String>, default: u64| {
+        v.and_then(|v| v.trim().parse::<i64>().ok()).map_or(default, |n| n.max(0) as u64)
+    };
+    let options = ListOptions {
+        recursive: truthy(q.recursive.as_deref()),
+        max_entries: to_usize(lenient(q.max_entries, DEFAULT_MAX_ENTRIES).min(limit_or(
+            &grant,
+            Limit::MaxEntries,
+            DEFAULT_MAX_ENTRIES,
+        ))),
+        max_depth: to_usize(lenient(q.max_depth, u64::MAX).min(limit_or(&grant, Limit::MaxDepth, DEFAULT_LIST_DEPTH))),
+    };
+    let guard = grant.guard();
+    let entries = fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+        fs::list::list(&guard, &target, &raw, options)
+    })
+    .await
+    .map_err(at(&grant))?;
+    Ok(Json(ListResponse { entries }))
+}
+
+/// `GET /files/stat`: a missing path is 200 with `exists: false`.
+pub async fn stat(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<FileInfo>, ApiError> {
+    let raw = query_path(q.path)?;
+    let guard = grant.guard();
+    let info = fs::blocking(move || fs::list::stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?))
+        .await
+        .map_err(at(&grant))?;
+    Ok(Json(info))
+}
+
+/// `POST /files/mkdir`.
+pub async fn mkdir(grant: Grant, JsonBody(body): JsonBody<MkdirRequest>) -> Result<Json<MkdirResponse>, ApiError> {
+    let raw = body_field(body.path, "path")?;
+    let guard = grant.guard();
+    let path = fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Write, "")?;
+        fs::ops::mkdir(&guard, &target).map(|()| target.path)
+    })
+    .await
+    .map_err(at(&grant))?;
+    Ok(Json(MkdirResponse { path: path.display().to_string(), created: true }))
+}
+
+/// `DELETE /files`.
+pub async fn delete(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<DeleteResponse>, ApiError> {
+    let raw = query_path(q.path)?;
+    let guard = grant.guard();
+    let path = fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Delete, "")?;
+        fs::ops::delete(&guard, &target, &raw).map(|()| target.path)
+    })
+    .await
+    .map_err(at(&grant))?;
+    Ok(Json(DeleteResponse { path: path.display().to_string(), deleted: true }))
+}
+
+/// `POST /files/move`.
+pub async fn rename(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(body): JsonBody<MoveRequest>,
+) -> Result<Json<MoveResponse>, ApiError> {
+    let source = body_field(body.source, "source")?;
+    let destination = body_field(body.destination, "destination")?;
+    let guard = grant.guard();
+    let files = Arc::clone(&app.files);
+    let (from, to) = fs::blocking(move || {
+        let from = safe::resolve(&guard, &source, Op::Delete, "source")?;
+        let to = safe::resolve(&guard, &destination, Op::Write, "destination")?;
+        let moved = fs::ops::rename(&guard, &from, &to, &source, files.swept())?;
+        Ok((from.path, moved))
+    })
+    .await
+    .map_err(at(&grant))?;
+    Ok(Json(MoveResponse { source: from.display().to_string(), destination: to.display().to_string() }))
+}
+
+/// `POST /files/search`: names by glob, and contents by regular expression when `content` is set.
+pub async fn search(grant: Grant, JsonBody(body): JsonBody<SearchRequest>) -> Result<Json<SearchResponse>, ApiError> {
+    let raw = body_field(body.path, "path")?;
+    let pattern = body_field(body.pattern, "pattern")?;
+    let invalid = || ApiError::bad_request("Invalid 'max_depth' or 'max_results': must be integers");
+    let max_depth = integer(body.max_depth.as_ref(), DEFAULT_SEARCH_DEPTH).ok_or_else(invalid)?;
+    let max_results = integer(body.max_results.as_ref(), DEFAULT_SEARCH_RESULTS).ok_or_else(invalid)?;
+    let cap = grant.limit(Limit::TimeoutSeconds).map_or(DEFAULT_SEARCH_SECONDS, LimitValue::as_f64);
+    let seconds = body.timeout.filter(|t| t.is_finite() && *t > 0.0).map_or(cap, |t| t.min(cap));
+    let query = search::Query::compile(
+        &pattern,
+        body.content.as_deref().filter(|c| !c.is_empty()),
+        to_usize(max_depth.min(limit_or(&grant, Limit::MaxDepth, u64::MAX))),
+        to_usize(max_results.min(limit_or(&grant, Limit::MaxResults, u64::MAX))),
+        Instant::now() + Duration::from_secs_f64(seconds),
+    )?;
+    let guard = grant.guard();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let _stop_when_dropped = CancelOnDrop(Arc::clone(&cancel));
+    let response = fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+        search::search(&guard, &target, &raw, &query, &cancel)
+    })
+    .await
+    .map_err(at(&grant))?;
+    Ok(Json(response))
+}
+
+/// Python's `int()` of a JSON value: integers, floats (truncated), numeric strings, booleans.
+fn integer(value: Option<&Value>, default: u64) -> Option<u64> {
+    let n = match value {
+        None => return Some(default),
+        Some(Value::Number(n)) => {
+            n.as_i64().or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f.trunc() as i64))?
+        }
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok()?,
+        Some(Value::Bool(b)) => i64::from(*b),
+        Some(_) => return None,
+    };
+    Some(n.max(0) as u64)
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// Sets the flag when the request's future is dropped (the client went away).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,336 @@
+//! Handlers of the `file_ops` group that move bytes: the reference's base64
+//! JSON transfers (streamed, decoded in chunks), the binary streaming and
+//! resumable extensions, archives, and the watch stream.
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::extract::{parse_object, read_body, BodyLimit, JsonBody, Query};
+use super::files::{at, body_field, limit_or, query_path, truthy};
+use super::AppState;
+use crate::api::files::{
+    ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
+};
+use crate::endpoints::{Limit, Param};
+use crate::fs::{self, archive, read, safe, watch, FsError, Progress, WritePolicy};
+use crate::policy::{Grant, LimitValue, Op, ParamValue};
+
+/// `max_bytes` of the JSON upload when no policy sets one, as the reference.
+const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100 * 1024 * 1024;
+const ARCHIVE_MAX_BYTES: u64 = 100 * 1024 * 1024;
+const ARCHIVE_MAX_FILES: u64 = 10_000;
+const WATCH_DEFAULT_SECONDS: f64 = 300.0;
+
+/// The upload rules of the grant's endpoint.
+fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
+    let strings = |key| match grant.param(key) {
+        Some(ParamValue::Strings(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    WritePolicy {
+        overwrite: !matches!(grant.param(Param::Overwrite), Some(ParamValue::Bool(false))),
+        allow_extensions: strings(Param::AllowExtensions),
+        deny_extensions: strings(Param::DenyExtensions),
+        max_bytes,
+    }
+}
+
+/// `POST /files/upload-stream`: the body is parsed without copying the
+/// base64 text, which is then decoded and written in chunks.
+pub async fn upload_stream(
+    State(app): State<AppState>,
+    grant: Grant,
+    req: Request,
+) -> Result<Json<TransferResponse>, ApiError> {
+    let limit = req.extensions().get::<BodyLimit>().map_or(u64::MAX, |l| l.0);
+    let bytes = read_body(req.into_body(), limit).await?;
+    let (raw, text) = upload_fields(&bytes)?;
+    let guard = grant.guard();
+    let target = fs::blocking({
+        let (guard, raw) = (guard.clone(), raw.clone());
+        move || safe::resolve(&guard, &raw, Op::Write, "")
+    })
+    .await
+    .map_err(at(&grant))?;
+    let policy = write_policy(&grant, Some(limit_or(&grant, Limit::MaxBytes, DEFAULT_UPLOAD_MAX_BYTES)));
+    let committed = app.files.write_base64(&guard, &target, &policy, text).await.map_err(at(&grant))?;
+    Ok(Json(TransferResponse { path: target.path.display().to_string(), bytes: committed.stat.size, etag: None }))
+}
+
+/// `path` and the `content_base64` text (a slice of `body` when it has no escapes).
+fn upload_fields(body: &Bytes) -> Result<(String, Bytes), ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Fields<'a> {
+        path: Option<Value>,
+        #[serde(borrow)]
+        content_base64: Option<Cow<'a, str>>,
+    }
+    let fields: Fields<'_> = match serde_json::from_slice(body) {
+        Ok(fields) => fields,
+        Err(_) => {
+            // Not the expected shape: let the generic parser name the problem, or treat fields as missing.
+            let value: Value = parse_object(body)?;
+            Fields { path: value.get("path").cloned(), content_base64: None }
+        }
+    };
+    let raw = body_field(fields.path.and_then(|p| p.as_str().map(str::to_string)), "path")?;
+    let text = match fields.content_base64 {
+        Some(Cow::Borrowed(text)) => body.slice_ref(text.as_bytes()),
+        Some(Cow::Owned(text)) => Bytes::from(text),
+        None => return Err(ApiError::bad_request("Missing or invalid 'content_base64'")),
+    };
+    Ok((raw, text))
+}
+
+/// `GET /files/download-stream`: the JSON document is streamed, base64 encoded on the fly.
+pub async fn download_stream(grant: Grant, Query(q): Query<PathQuery>) -> Result<Response, ApiError> {
+    let raw = query_path(q.path)?;
+    let opened = open_for_read(&grant, raw).await.map_err(at(&grant))?;
+    let path = serde_json::to_string(&opened.path.display().to_string()).map_err(|_| ApiError::internal())?;
+    let size = opened.stat.size;
+    let (len, stream) = read::base64_document(
+        opened.file,
+        size,
+        format!("{{\"path\": {path}, \"content_base64\": \""),
+        format!("\", \"bytes\": {size}}}"),
+    );
+    Ok(json_stream(len, stream))
+}
+
+async fn open_for_read(grant: &Grant, raw: String) -> Result<read::OpenFile, FsError> {
+    let guard = grant.guard();
+    let max_bytes = grant.limit(Limit::MaxBytes).map(LimitValue::as_u64);
+    fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+        read::open(&guard, &target, &raw, max_bytes)
+    })
+    .await
+}
+
+fn json_stream<S>(len: u64, stream: S) -> Response
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+{
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    response
+}
+
+/// `GET` and `HEAD /files/content`: raw bytes, with `ETag`, `Last-Modified`, `Range` and `If-None-Match`.
+pub async fn content_read(
+    method: Method,
+    headers: HeaderMap,
+    grant: Grant,
+    Query(q): Query<PathQuery>,
+) -> Result<Response, ApiError> {
+    let raw = query_path(q.path)?;
+    let opened = open_for_read(&grant, raw).await.map_err(at(&grant))?;
+    let (size, etag) = (opened.stat.size, opened.stat.etag());
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    if text(header::IF_NONE_MATCH).is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*")) {
+        return Ok(with_validators(StatusCode::NOT_MODIFIED, &opened, Body::empty()));
+    }
+    let range_applies = text(header::IF_RANGE).is_none_or(|v| v == etag);
+    let range = match read::parse_range(text(header::RANGE).filter(|_| range_applies), size) {
+        Ok(range) => range,
+        Err(e) => {
+            let mut response = ApiError::from(e).into_response();
+            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                response.headers_mut().insert(header::CONTENT_RANGE, value);
+            }
+            return Ok(response);
+        }
+    };
+    let (status, first, len) = match range {
+        Some((first, last)) => (StatusCode::PARTIAL_CONTENT, first, last - first + 1),
+        None => (StatusCode::OK, 0, size),
+    };
+    let mut response = with_validators(status, &opened, Body::empty());
+    if method != Method::HEAD {
+        *response.body_mut() = Body::from_stream(read::stream(opened.file, first, len));
+    }
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if status == StatusCode::PARTIAL_CONTENT {
+        if let Ok(value) = HeaderValue::from_str(&format!("bytes {first}-{}/{size}", first + len - 1)) {
+            headers.insert(header::CONTENT_RANGE, value);
+        }
+    }
+    Ok(response)
+}
+
+fn with_validators(status: StatusCode, opened: &read::OpenFile, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Ok(etag) = HeaderValue::from_str(&opened.stat.etag()) {
+        headers.insert(header::ETAG, etag);
+    }
+    let modified = std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(opened.stat.modified.secs).unwrap_or(0));
+    if let Ok(value) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
+        headers.insert(header::LAST_MODIFIED, value);
+    }
+    response
+}
+
+/// `PUT /files/content`: the body streamed to disk and put in place atomically;
+/// with `offset` and `size`, one piece of a resumable upload.
+pub async fn content_write(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(q): Query<ContentQuery>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let raw = query_path(q.path)?;
+    let body_limit = req.extensions().get::<BodyLimit>().map(|l| l.0).filter(|l| *l != u64::MAX);
+    let max_bytes = match (grant.limit(Limit::MaxBytes).map(LimitValue::as_u64), body_limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut policy = write_policy(&grant, max_bytes);
+    policy.overwrite &= q.overwrite.unwrap_or(true);
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let guard = grant.guard();
+    let target = fs::blocking({
+        let (guard, raw) = (guard.clone(), raw.clone());
+        move || safe::resolve(&guard, &raw, Op::Write, "")
+    })
+    .await
+    .map_err(at(&grant))?;
+    let body = req.into_body().into_data_stream();
+    let path = target.path.display().to_string();
+    let committed = match (q.offset, q.size) {
+        (None, None) => app.files.write_stream(&guard, &target, &policy, declared, body).await.map_err(at(&grant))?,
+        (Some(offset), Some(size)) => {
+            match app.files.resume_stream(&guard, &target, &policy, (offset, size), body).await.map_err(at(&grant))? {
+                Progress::Complete(committed) => committed,
+                Progress::Partial { offset, size } => {
+                    let status = UploadStatus { path, offset, size, complete: false };
+                    return Ok((StatusCode::ACCEPTED, Json(status)).into_response());
+                }
+            }
+        }
+        _ => return Err(ApiError::bad_request("A resumable upload needs both 'offset' and 'size'")),
+    };
+    let status = if committed.created { StatusCode::CREATED } else { StatusCode::OK };
+    let answer = TransferResponse { path, bytes: committed.stat.size, etag: Some(committed.stat.etag()) };
+    Ok((status, Json(answer)).into_response())
+}
+
+/// `GET /files/uploads`: how many bytes a resumable upload holds.
+pub async fn upload_status(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(q): Query<PathQuery>,
+) -> Result<Json<UploadStatus>, ApiError> {
+    let target = resolve_upload(&grant, q).await?;
+    let (offset, size) = app.files.status(&target.path).map_err(at(&grant))?;
+    Ok(Json(UploadStatus { path: target.path.display().to_string(), offset, size, complete: false }))
+}
+
+/// `DELETE /files/uploads`: abandon a resumable upload.
+pub async fn upload_cancel(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(q): Query<PathQuery>,
+) -> Result<Json<UploadCancelled>, ApiError> {
+    let target = resolve_upload(&grant, q).await?;
+    app.files.cancel(&target.path).map_err(at(&grant))?;
+    Ok(Json(UploadCancelled { path: target.path.display().to_string(), cancelled: true }))
+}
+
+async fn resolve_upload(grant: &Grant, q: PathQuery) -> Result<safe::Resolved, ApiError> {
+    let raw = query_path(q.path)?;
+    let guard = grant.guard();
+    fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await.map_err(at(grant))
+}
+
+/// `POST /files/archive`: the archive is built in a temp file and streamed as base64 JSON.
+pub async fn archive(grant: Grant, JsonBody(body): JsonBody<ArchiveRequest>) -> Result<Response, ApiError> {
+    let Some(Value::Array(paths)) = body.paths.filter(|p| p.as_array().is_some_and(|a| !a.is_empty())) else {
+        return Err(ApiError::bad_request("Missing or invalid 'paths'"));
+    };
+    let format = match &body.format {
+        None => archive::Format::TarGz,
+        Some(Value::String(name)) => archive::Format::from_name(name)
+            .ok_or_else(|| ApiError::bad_request(format!("Unsupported format: {name}")))?,
+        Some(other) => return Err(ApiError::bad_request(format!("Unsupported format: {other}"))),
+    };
+    let raws: Vec<String> = paths
+        .iter()
+        .map(|p| p.as_str().map(str::to_string))
+        .collect::<Option<_>>()
+        .ok_or_else(|| ApiError::bad_request("All paths must be strings"))?;
+    let max_files = limit_or(&grant, Limit::MaxFiles, ARCHIVE_MAX_FILES);
+    let max_bytes = limit_or(&grant, Limit::MaxBytes, ARCHIVE_MAX_BYTES);
+    let guard = grant.guard();
+    let built = fs::blocking(move || {
+        let targets = raws.iter().map(|raw| safe::resolve(&guard, raw, Op::Read, "")).collect::<Result<Vec<_>, _>>()?;
+        archive::build(&guard, &targets, format, max_files, max_bytes)
+    })
+    .await
+    .map_err(at(&grant))?;
+    let suffix = format!("\", \"format\": \"{}\", \"bytes\": {}}}", format.as_str(), built.len);
+    let (len, stream) = read::base64_document(built.file, built.len, "{\"content_base64\": \"".into(), suffix);
+    Ok(json_stream(len, stream))
+}
+
+/// `GET /files/watch`: `ready`, then `change` events, then `end`, as server-sent events.
+pub async fn watch(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(q): Query<WatchQuery>,
+) -> Result<Response, ApiError> {
+    let raw = query_path(q.path)?;
+    let invalid = || ApiError::bad_request("Invalid 'interval' or 'timeout'");
+    let number = |v: Option<String>, default: f64| {
+        v.map_or(Ok(default), |v| v.trim().parse::<f64>().ok().filter(|f| !f.is_nan()).ok_or_else(invalid))
+    };
+    let interval = number(q.interval, 0.5)?.clamp(0.1, 5.0);
+    let cap = grant.limit(Limit::MaxDurationSeconds).map_or(WATCH_DEFAULT_SECONDS, LimitValue::as_f64);
+    let seconds = number(q.timeout, WATCH_DEFAULT_SECONDS)?.max(0.1).min(cap);
+    let options = watch::Options {
+        recursive: truthy(q.recursive.as_deref()),
+        interval: Duration::from_secs_f64(interval),
+        duration: Duration::from_secs_f64(seconds),
+    };
+    let (guard, shutdown, runtime) = (grant.guard(), app.shutdown.clone(), tokio::runtime::Handle::current());
+    let (path, rx) = fs::blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+        let path = target.path.display().to_string();
+        watch::start(guard, target, &raw, options, shutdown, runtime).map(|rx| (path, rx))
+    })
+    .await
+    .map_err(at(&grant))?;
+    let ready = Event::default().event("ready").data(serde_json::json!({ "path": path }).to_string());
+    let events = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).map(
+        |output| {
+            Ok::<_, Infallible>(match output {
+                watch::Output::Change(change) => {
+                    Event::default().event("change").data(serde_json::to_string(&change).unwrap_or_default())
+                }
+                watch::Output::End(reason) => {
+                    Event::default().event("end").data(serde_json::json!({ "reason": reason }).to_string())
+                }
+            })
+        },
+    );
+    let stream = futures_util::stream::once(async move { Ok(ready) }).chain(events);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+}

@@ -1,0 +1,134 @@
+//! Property test: thousands of hostile paths over random symlink layouts,
+//! resolved by the policy's guard and opened the race-safe way, never reach
+//! anything outside the root, even when a directory on the way is swapped
+//! for a symlink to the outside between the check and the open.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{symlink, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use agent_sandbox_server::fs::safe;
+use agent_sandbox_server::policy::rules::compile;
+use agent_sandbox_server::policy::{Op, PathGuard};
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use proptest::prelude::*;
+
+const COMPONENTS: &[&str] = &[
+    "..", ".", "a", "b", "f", "l0", "l1", "l2", "l3", "outside", "secret", "", "%2e%2e", "...", "a/..", "root", "a/f",
+    "a/b",
+];
+const TARGETS: &[&str] = &[
+    "/",
+    "..",
+    "../..",
+    "../outside",
+    "../../outside/secret",
+    "@outside",
+    "@outside/secret",
+    "@root/a",
+    "a",
+    "b",
+    ".",
+    "l0",
+    "l1/..",
+    "/proc/self/root",
+    "/etc",
+    "f",
+    "../root/a/../..",
+];
+const HOMES: &[&str] = &["", "a", "a/b"];
+
+#[derive(Debug, Clone)]
+struct Layout {
+    links: Vec<(usize, usize, usize)>,
+    paths: Vec<(u8, Vec<usize>)>,
+    swap: bool,
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    let link = (0..HOMES.len(), 0..4usize, 0..TARGETS.len());
+    let path = (0u8..4, prop::collection::vec(0..COMPONENTS.len(), 1..8));
+    (prop::collection::vec(link, 0..6), prop::collection::vec(path, 1..8), any::<bool>())
+        .prop_map(|(links, paths, swap)| Layout { links, paths, swap })
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    forbidden: Vec<(u64, u64)>,
+}
+
+fn build(layout: &Layout) -> World {
+    // Not under /dev/shm: /dev is denied to every rule, which would make the test vacuous.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let top = dir.path().canonicalize().expect("canonical");
+    let (root, outside) = (top.join("root"), top.join("outside"));
+    std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
+    std::fs::write(root.join("a/f"), b"inside").expect("write");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::fs::write(outside.join("secret"), b"secret").expect("write");
+    // The same names as inside, so a swapped directory would lead somewhere.
+    std::fs::create_dir_all(outside.join("b")).expect("mkdir");
+    std::fs::write(outside.join("f"), b"outside").expect("write");
+    for (home, name, target) in &layout.links {
+        let target = TARGETS[*target]
+            .replace("@outside", outside.to_str().expect("utf-8"))
+            .replace("@root", root.to_str().expect("utf-8"));
+        let _ = symlink(target, root.join(HOMES[*home]).join(format!("l{name}")));
+    }
+    let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).expect("stat");
+    let forbidden =
+        ["", "secret", "b", "f"].iter().map(|n| id(&outside.join(n))).chain([id(&top), id(Path::new("/"))]).collect();
+    World { _dir: dir, root, outside, forbidden }
+}
+
+fn spell(world: &World, (prefix, parts): &(u8, Vec<usize>)) -> String {
+    let joined = parts.iter().map(|i| COMPONENTS[*i]).collect::<Vec<_>>().join(if *prefix == 3 { "//" } else { "/" });
+    match prefix {
+        1 => format!("/{joined}"),
+        2 => format!("{}/{joined}", world.root.display()),
+        _ => joined,
+    }
+}
+
+/// Replaces `root/a` with a symlink to the outside, as an attacker racing the server would.
+fn swap_in_symlink(world: &World) {
+    let a = world.root.join("a");
+    std::fs::rename(&a, world.root.join("a.moved")).expect("move a away");
+    symlink(&world.outside, &a).expect("symlink a");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nothing_outside_the_root_is_ever_opened(layout in layout()) {
+        let world = build(&layout);
+        let rules = compile(&[], true).expect("rules");
+        let rule = rules.iter().find(|r| r.endpoint.id == "files_stat").expect("files_stat");
+        let guard = PathGuard::new(&world.root, rule);
+        prop_assert!(safe::resolve(&guard, "a/f", Op::Read, "").is_ok(), "the layout is usable");
+        let mut resolved = Vec::new();
+        for spec in &layout.paths {
+            let raw = spell(&world, spec);
+            let Ok(target) = safe::resolve(&guard, &raw, Op::Read, "") else { continue };
+            prop_assert!(target.path.starts_with(&world.root), "{raw} resolved to {}", target.path.display());
+            resolved.push((raw, target));
+        }
+        // Between the check and the use, an attacker swaps a directory for a symlink to the outside.
+        if layout.swap {
+            swap_in_symlink(&world);
+        }
+        for (raw, target) in &resolved {
+            for flags in [OFlag::O_PATH, OFlag::O_RDONLY | OFlag::O_NONBLOCK] {
+                let Ok(fd) = safe::open(&guard, target, flags, Mode::empty(), Op::Read) else { continue };
+                let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("proc fd");
+                prop_assert!(real.starts_with(&world.root), "{raw} opened {}", real.display());
+                let st = nix::sys::stat::fstat(&fd).expect("fstat");
+                prop_assert!(!world.forbidden.contains(&(st.st_dev, st.st_ino)), "{raw} opened a forbidden inode");
+            }
+        }
+    }
+}
