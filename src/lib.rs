@@ -22,6 +22,10 @@
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
+//! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
+//!   idle reaping (no axum).
+//! - [`commands`]: registered commands declared in the config file:
+//!   validation, Python-compatible argument coercion, running (no axum).
 //! - Domain modules, filled by later work, never import axum: `fs` (files),
 //!   `process` (supervised processes), `pty` (terminals), `code` (code
 //!   execution), `system` (system information).
@@ -29,12 +33,14 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod endpoints;
 pub mod environment;
 pub mod http;
 pub mod logging;
 pub mod policy;
+pub mod pty;
 pub mod server;
 pub mod system;
 
