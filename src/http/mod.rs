@@ -4,10 +4,13 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+mod commands;
 mod core;
 pub mod error;
 pub mod extract;
 mod pipeline;
+pub mod pty;
+mod pty_ws;
 pub mod routes;
 mod system;
 
@@ -30,9 +33,11 @@ use tower_http::normalize_path::NormalizePathLayer;
 pub use self::error::ApiError;
 pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 use self::pipeline::{pipeline, RouteContext};
+use crate::commands::Registry;
 use crate::endpoints::{Endpoint, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
+use crate::pty::{TerminalSettings, Terminals};
 use crate::system::System;
 
 /// State shared by every handler.
@@ -46,6 +51,10 @@ pub struct AppState {
     pub env: Arc<ChildEnv>,
     /// System information state (CPU sampler, cgroup location, caches).
     pub system: Arc<System>,
+    /// Terminal sessions.
+    pub terminals: Arc<Terminals>,
+    /// Registered commands.
+    pub commands: Arc<Registry>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -56,7 +65,32 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, system: Arc::new(System::new()), served: Arc::new(served) }
+        let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
+        AppState {
+            engine,
+            shutdown,
+            env,
+            system: Arc::new(System::new()),
+            terminals,
+            commands: Arc::new(Registry::default()),
+            served: Arc::new(served),
+        }
+    }
+
+    /// The same state with these terminal settings and registered commands.
+    pub fn configured(mut self, terminals: TerminalSettings, commands: Registry) -> Self {
+        self.terminals = Arc::new(Terminals::new(terminals, self.shutdown.clone()));
+        self.commands = Arc::new(commands);
+        self
+    }
+
+    /// Marks the PTY WebSocket as served (its listener runs on `port`).
+    pub fn serving_pty(mut self, port: u16) -> Self {
+        self.terminals.set_ws_port(port);
+        let mut served = (*self.served).clone();
+        served.insert("pty_connect");
+        self.served = Arc::new(served);
+        self
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

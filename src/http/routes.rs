@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, system, AppState};
+use super::{commands, core, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -23,6 +23,13 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "env_set" => bind(endpoint, system::env_set),
         "ports" => bind(endpoint, system::ports),
         "packages" => bind(endpoint, system::packages),
+        "list_commands" => bind(endpoint, commands::list),
+        "run_command" => bind(endpoint, commands::run),
+        "pty_create_session" => bind(endpoint, pty::create),
+        "pty_list_sessions" => bind(endpoint, pty::list),
+        "pty_detail" => bind(endpoint, pty::detail),
+        "pty_resize" => bind(endpoint, pty::resize),
+        "pty_delete_session" => bind(endpoint, pty::delete),
         _ => return None,
     };
     Some(route)
