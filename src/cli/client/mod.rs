@@ -6,7 +6,9 @@
 //! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to
 //! stderr and exits non-zero.
 
+mod commands;
 mod core;
+mod pty;
 mod system;
 
 use std::process::ExitCode;
@@ -39,6 +41,12 @@ pub enum ClientCommand {
     /// System information, environment, ports and packages.
     #[command(flatten)]
     System(system::SystemCommand),
+    /// Interactive terminals.
+    #[command(flatten)]
+    Pty(pty::PtyCommand),
+    /// Registered commands.
+    #[command(flatten)]
+    Commands(commands::CommandsCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -73,6 +81,8 @@ pub fn main() -> ExitCode {
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
             ClientCommand::System(command) => system::run(&client, command).await,
+            ClientCommand::Pty(command) => pty::run(&client, command).await,
+            ClientCommand::Commands(command) => commands::run(&client, command).await,
         }
     });
     match result {
