@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::commands::{CommandSpec, Registry};
 use crate::endpoints::Group;
+use crate::pty::TerminalSettings;
 
 /// Default API port (the reference's).
 pub const DEFAULT_PORT: u16 = 9000;
@@ -71,6 +73,15 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish at shutdown [default: 10].
     #[arg(long, env = "ABX_SERVER_SHUTDOWN_GRACE_SECONDS", value_name = "SECONDS")]
     pub shutdown_grace_seconds: Option<f64>,
+    /// Close terminal sessions nobody attached to or used for this long; 0 never [default: 1800].
+    #[arg(long, env = "ABX_PTY_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub pty_idle_timeout_seconds: Option<f64>,
+    /// Output history each terminal session keeps for re-attaching [default: 65536].
+    #[arg(long, env = "ABX_PTY_SCROLLBACK_BYTES", value_name = "BYTES")]
+    pub pty_scrollback_bytes: Option<u64>,
+    /// Live terminal sessions allowed when the policy sets no max_sessions [default: 10].
+    #[arg(long, env = "ABX_PTY_MAX_SESSIONS", value_name = "N")]
+    pub pty_max_sessions: Option<u64>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -97,6 +108,15 @@ pub struct FileConfig {
     pub log_level: Option<String>,
     /// Seconds in-flight requests get to finish at shutdown.
     pub shutdown_grace_seconds: Option<f64>,
+    /// Seconds before an unused terminal session is closed (0: never).
+    pub pty_idle_timeout_seconds: Option<f64>,
+    /// Output history kept per terminal session.
+    pub pty_scrollback_bytes: Option<u64>,
+    /// Live terminal sessions when the policy sets no `max_sessions`.
+    pub pty_max_sessions: Option<u64>,
+    /// Registered commands (`[[commands]]`).
+    #[serde(default)]
+    pub commands: Vec<CommandSpec>,
 }
 
 /// Why a configuration cannot be used.
@@ -169,6 +189,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// Terminal settings.
+    pub terminals: TerminalSettings,
+    /// Registered commands, validated.
+    pub commands: Registry,
 }
 
 impl Config {
@@ -183,6 +207,8 @@ impl Config {
     }
 
     fn merge(args: ServeArgs, file: FileConfig, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
+        let terminals = terminal_settings(&args, &file)?;
+        let commands = Registry::from_specs(&file.commands).map_err(ConfigError::Invalid)?;
         let host = args.host.or(file.host).unwrap_or_else(|| "0.0.0.0".into());
         let (base_dir, base_dir_source) = match args.base_dir.or(file.base_dir) {
             Some(dir) => (absolute(dir), BaseDirSource::Configured),
@@ -209,6 +235,8 @@ impl Config {
             log_level: args.log_level.or(file.log_level).unwrap_or_else(|| "info".into()),
             shutdown_grace,
             config_file,
+            terminals,
+            commands,
         })
     }
 
@@ -216,6 +244,30 @@ impl Config {
     pub fn is_loopback(&self) -> bool {
         self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
+}
+
+fn terminal_settings(args: &ServeArgs, file: &FileConfig) -> Result<TerminalSettings, ConfigError> {
+    let defaults = TerminalSettings::default();
+    let idle_timeout = match args.pty_idle_timeout_seconds.or(file.pty_idle_timeout_seconds) {
+        None => defaults.idle_timeout,
+        Some(0.0) => None,
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => return Err(ConfigError::Invalid(format!("pty_idle_timeout_seconds must be >= 0, got {s}"))),
+    };
+    let scrollback_bytes = match args.pty_scrollback_bytes.or(file.pty_scrollback_bytes) {
+        None => defaults.scrollback_bytes,
+        Some(n) if (1024..=64 * 1024 * 1024).contains(&n) => usize::try_from(n).unwrap_or(defaults.scrollback_bytes),
+        Some(n) => {
+            return Err(ConfigError::Invalid(format!("pty_scrollback_bytes must be from 1024 to 67108864, got {n}")))
+        }
+    };
+    let max_sessions = match args.pty_max_sessions.or(file.pty_max_sessions) {
+        None => defaults.max_sessions,
+        Some(n) => {
+            usize::try_from(n).map_err(|_| ConfigError::Invalid(format!("pty_max_sessions is too large: {n}")))?
+        }
+    };
+    Ok(TerminalSettings { idle_timeout, scrollback_bytes, max_sessions })
 }
 
 fn absolute(path: PathBuf) -> PathBuf {
@@ -309,12 +361,41 @@ mod tests {
             "log_format",
             "log_level",
             "shutdown_grace_seconds",
+            "pty_idle_timeout_seconds",
+            "pty_scrollback_bytes",
+            "pty_max_sessions",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),
                 "{key} undocumented"
             );
         }
+    }
+
+    #[test]
+    fn the_example_config_declares_a_hello_command() {
+        let file = parse_file(include_str!("../config.example.toml")).expect("parses");
+        let registry = Registry::from_specs(&file.commands).expect("valid commands");
+        let everyone = crate::policy::Identity::new("t", ["*"]);
+        let listed = registry.list(&everyone);
+        assert!(listed.iter().any(|c| c.name == "hello"), "{listed:?}");
+    }
+
+    #[test]
+    fn terminal_settings_are_merged_and_checked() {
+        let args = ServeArgs { pty_idle_timeout_seconds: Some(0.0), ..ServeArgs::default() };
+        let file = FileConfig { pty_max_sessions: Some(3), pty_scrollback_bytes: Some(4096), ..FileConfig::default() };
+        let config = Config::merge(args, file, None).expect("valid");
+        assert_eq!(config.terminals, TerminalSettings { idle_timeout: None, scrollback_bytes: 4096, max_sessions: 3 });
+        let bad = FileConfig { pty_scrollback_bytes: Some(10), ..FileConfig::default() };
+        assert!(Config::merge(ServeArgs::default(), bad, None).is_err());
+    }
+
+    #[test]
+    fn invalid_commands_stop_the_server_with_their_position() {
+        let file = parse_file("[[commands]]\nname = \"a\"\nargv = [\"x\", \"{b}\"]\n").expect("parses");
+        let err = Config::merge(ServeArgs::default(), file, None).expect_err("unknown placeholder");
+        assert!(err.to_string().starts_with("commands[0] ('a'): argv[1] uses {b}"), "{err}");
     }
 
     #[test]

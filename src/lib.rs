@@ -24,12 +24,17 @@
 //!   `/env` rules (no axum).
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
+//! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
+//!   idle reaping (no axum).
+//! - [`commands`]: registered commands declared in the config file:
+//!   validation, Python-compatible argument coercion, running (no axum).
 //! - Domain modules, filled by later work, never import axum: `process`
-//!   (supervised processes), `pty` (terminals), `code` (code execution).
+//!   (supervised processes), `code` (code execution).
 
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod endpoints;
 pub mod environment;
@@ -37,6 +42,7 @@ pub mod fs;
 pub mod http;
 pub mod logging;
 pub mod policy;
+pub mod pty;
 pub mod server;
 pub mod system;
 

@@ -3,11 +3,13 @@
 //!
 //! Each listener's bound address is printed to stdout as
 //! `listening <name> http://<addr>` once it accepts connections, so a
-//! supervisor or test started with port 0 learns the real port.
+//! supervisor or test started with port 0 learns the real port: `pty` (the
+//! terminal WebSocket) first, then `api`, which means the server is ready.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{BaseDirSource, Config};
 use crate::http::{self, AppState};
 use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
+use crate::pty::Terminals;
 
 /// Pending connections the kernel queues per listener, sized for bursts.
 pub const LISTEN_BACKLOG: u32 = 1024;
@@ -40,18 +43,29 @@ pub enum StartError {
 pub struct Running {
     /// Where the API listens.
     pub api_addr: SocketAddr,
+    /// Where the PTY WebSocket listens.
+    pub pty_addr: SocketAddr,
     shutdown: CancellationToken,
     api: JoinHandle<std::io::Result<()>>,
+    pty: JoinHandle<std::io::Result<()>>,
+    terminals: Arc<Terminals>,
 }
 
+/// How long terminal shells get after `SIGHUP` at shutdown before `SIGKILL`.
+const TERMINAL_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 impl Running {
-    /// Stops accepting, lets in-flight requests finish within the grace, and waits.
+    /// Stops accepting, lets in-flight requests finish within the grace,
+    /// ends every terminal session, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        match self.api.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "API listener failed"),
-            Err(e) => tracing::error!(error = %e, "API task failed"),
+        self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE).await;
+        for (name, task) in [("API", self.api), ("PTY", self.pty)] {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "{name} listener failed"),
+                Err(e) => tracing::error!(error = %e, "{name} task failed"),
+            }
         }
     }
 
@@ -96,10 +110,23 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let router = http::router(AppState::new(Arc::clone(&engine), shutdown.clone()));
+    let pty_listener = bind(&config.host, config.pty_port).await?;
+    let pty_addr =
+        pty_listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let state = AppState::new(Arc::clone(&engine), shutdown.clone())
+        .configured(config.terminals, config.commands.clone())
+        .serving_pty(pty_addr.port());
+    let terminals = Arc::clone(&state.terminals);
+    if !state.commands.is_empty() {
+        tracing::info!(commands = state.commands.len(), "registered commands loaded");
+    }
+    let pty_router = http::pty::router(state.clone());
+    let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
+    announce("pty", pty_addr);
+    let router = http::router(state);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, shutdown, api })
+    Ok(Running { api_addr, pty_addr, shutdown, api, pty, terminals })
 }
 
 /// Binds a TCP listener with a backlog sized for bursts.

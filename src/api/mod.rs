@@ -4,13 +4,20 @@
 //! types, so the two cannot drift. Field names and shapes follow the Python
 //! `agent-sandbox-server` 0.4.0a6 contract.
 
+pub mod commands;
 pub mod core;
 pub mod error;
 pub mod files;
+pub mod pty;
 pub mod system;
 
+pub use self::commands::{CommandArgInfo, CommandInfo, CommandList, CommandResult};
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
 pub use self::error::ErrorBody;
+pub use self::pty::{
+    PtyClientMessage, PtyClosed, PtyCreateRequest, PtyCreated, PtyMessage, PtyResizeRequest, PtySessionInfo,
+    PtySessionList,
+};
 pub use self::system::{
     CgroupStats, EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, ListeningPort, PackageInfo, PackageList,
     PackagesQuery, PortList, SystemInfo, SystemMetrics,

@@ -25,6 +25,9 @@ pub enum ClientError {
     /// No endpoint has this id.
     #[error("unknown endpoint '{0}'")]
     UnknownEndpoint(String),
+    /// The terminal WebSocket could not be opened or broke.
+    #[error("terminal connection: {0}")]
+    WebSocket(String),
 }
 
 impl ClientError {

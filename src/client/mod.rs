@@ -4,8 +4,10 @@
 //! endpoint table and its request and response types from `api`, so the
 //! client cannot drift from the server.
 
+mod commands;
 mod error;
 pub mod files;
+mod pty;
 mod system;
 
 use std::time::Duration;
@@ -15,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use self::error::ClientError;
+pub use self::pty::{pty_url, PtyConnection, PtyReceiver, PtySender};
 use crate::api::{Capabilities, CheckRequest, Decision, ErrorBody, Health};
 use crate::endpoints::{self, Method};
 
@@ -57,7 +60,7 @@ impl ClientBuilder {
             http = http.timeout(timeout);
         }
         let http = http.build().map_err(ClientError::Transport)?;
-        Ok(Client { base_url: self.base_url.trim_end_matches('/').to_string(), http })
+        Ok(Client { base_url: self.base_url.trim_end_matches('/').to_string(), http, token: Token(self.token) })
     }
 }
 
@@ -66,9 +69,25 @@ impl ClientBuilder {
 pub struct Client {
     base_url: String,
     http: reqwest::Client,
+    token: Token,
+}
+
+/// The token, kept for the terminal WebSocket's handshake; never printed.
+#[derive(Clone)]
+struct Token(Option<String>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(<redacted>)" } else { "None" })
+    }
 }
 
 impl Client {
+    /// The server's base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
     /// A builder for the server at `base_url` (`http://127.0.0.1:9000`).
     pub fn builder(base_url: &str) -> ClientBuilder {
         ClientBuilder { base_url: base_url.to_string(), token: None, timeout: None }

@@ -88,6 +88,12 @@ impl ApiError {
         self
     }
 
+    /// Sets the scope a refusal concerns.
+    pub fn with_scope(mut self, scope: &str) -> Self {
+        self.body.scope = Some(scope.to_string());
+        self
+    }
+
     /// Closes the connection after answering (the request body was not read).
     pub fn closing(mut self) -> Self {
         self.close = true;

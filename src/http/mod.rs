@@ -4,12 +4,15 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+mod commands;
 mod core;
 pub mod error;
 pub mod extract;
 mod files;
 mod files_transfer;
 mod pipeline;
+pub mod pty;
+mod pty_ws;
 pub mod routes;
 mod system;
 
@@ -32,9 +35,11 @@ use tower_http::normalize_path::NormalizePathLayer;
 pub use self::error::ApiError;
 pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 use self::pipeline::{pipeline, RouteContext};
+use crate::commands::Registry;
 use crate::endpoints::{Endpoint, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
+use crate::pty::{TerminalSettings, Terminals};
 use crate::system::System;
 
 /// State shared by every handler.
@@ -50,6 +55,10 @@ pub struct AppState {
     pub system: Arc<System>,
     /// Upload state: resumable sessions and swept directories.
     pub files: Arc<crate::fs::Files>,
+    /// Terminal sessions.
+    pub terminals: Arc<Terminals>,
+    /// Registered commands.
+    pub commands: Arc<Registry>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -61,7 +70,33 @@ impl AppState {
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
         let files = Arc::new(crate::fs::Files::default());
-        AppState { engine, shutdown, env, system: Arc::new(System::new()), files, served: Arc::new(served) }
+        let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
+        AppState {
+            engine,
+            shutdown,
+            env,
+            system: Arc::new(System::new()),
+            files,
+            terminals,
+            commands: Arc::new(Registry::default()),
+            served: Arc::new(served),
+        }
+    }
+
+    /// The same state with these terminal settings and registered commands.
+    pub fn configured(mut self, terminals: TerminalSettings, commands: Registry) -> Self {
+        self.terminals = Arc::new(Terminals::new(terminals, self.shutdown.clone()));
+        self.commands = Arc::new(commands);
+        self
+    }
+
+    /// Marks the PTY WebSocket as served (its listener runs on `port`).
+    pub fn serving_pty(mut self, port: u16) -> Self {
+        self.terminals.set_ws_port(port);
+        let mut served = (*self.served).clone();
+        served.insert("pty_connect");
+        self.served = Arc::new(served);
+        self
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, files, files_transfer, system, AppState};
+use super::{commands, core, files, files_transfer, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -37,6 +37,13 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "files_content_write" => bind(endpoint, files_transfer::content_write),
         "files_upload_status" => bind(endpoint, files_transfer::upload_status),
         "files_upload_cancel" => bind(endpoint, files_transfer::upload_cancel),
+        "list_commands" => bind(endpoint, commands::list),
+        "run_command" => bind(endpoint, commands::run),
+        "pty_create_session" => bind(endpoint, pty::create),
+        "pty_list_sessions" => bind(endpoint, pty::list),
+        "pty_detail" => bind(endpoint, pty::detail),
+        "pty_resize" => bind(endpoint, pty::resize),
+        "pty_delete_session" => bind(endpoint, pty::delete),
         _ => return None,
     };
     Some(route)

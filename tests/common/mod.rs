@@ -163,6 +163,12 @@ impl TestServer {
         Client::builder(&self.url).token(self.token.clone()).build().expect("client")
     }
 
+    /// `ws://<addr>` of the PTY WebSocket listener.
+    pub fn pty_base(&self) -> String {
+        let url = self.listeners.iter().find(|(name, _)| name == "pty").map(|(_, url)| url.as_str());
+        url.expect("the server announced its PTY listener").replacen("http://", "ws://", 1)
+    }
+
     /// A plain HTTP client, no credentials.
     pub fn http(&self) -> reqwest::Client {
         reqwest::Client::new()

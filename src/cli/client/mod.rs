@@ -6,8 +6,10 @@
 //! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to
 //! stderr and exits non-zero.
 
+mod commands;
 mod core;
 mod files;
+mod pty;
 mod system;
 
 use std::process::ExitCode;
@@ -43,6 +45,12 @@ pub enum ClientCommand {
     /// Files.
     #[command(flatten)]
     Files(files::FilesCommand),
+    /// Interactive terminals.
+    #[command(flatten)]
+    Pty(pty::PtyCommand),
+    /// Registered commands.
+    #[command(flatten)]
+    Commands(commands::CommandsCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -78,6 +86,8 @@ pub fn main() -> ExitCode {
             ClientCommand::Core(command) => core::run(&client, command).await,
             ClientCommand::System(command) => system::run(&client, command).await,
             ClientCommand::Files(command) => files::run(&client, command).await,
+            ClientCommand::Pty(command) => pty::run(&client, command).await,
+            ClientCommand::Commands(command) => commands::run(&client, command).await,
         }
     });
     match result {

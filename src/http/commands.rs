@@ -1,0 +1,139 @@
+//! Handlers of the commands group: `GET /commands`, `POST /commands/{name}`,
+//! and the mapping of the commands domain's errors to the reference's
+//! error bodies.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use super::extract::JsonBody;
+use super::AppState;
+use crate::api::{CommandList, CommandResult};
+use crate::commands::{self, CommandError};
+use crate::policy::{Denial, Grant};
+
+/// `GET /commands`: the commands the caller may run.
+pub async fn list(State(app): State<AppState>, grant: Grant) -> Json<CommandList> {
+    Json(CommandList { commands: app.commands.list(grant.identity()) })
+}
+
+/// `POST /commands/{name}` with the arguments as a JSON object.
+pub async fn run(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Result<Json<CommandResult>, ApiError> {
+    let refuse = |e: CommandError| match &e {
+        CommandError::MissingScope(scope) => {
+            let scope = scope.clone();
+            ApiError::from(e).with_endpoint(grant.endpoint().id).with_scope(&scope)
+        }
+        _ => ApiError::from(e),
+    };
+    let (command, args) = app.commands.prepare(&name, grant.identity(), &body).map_err(refuse)?;
+    let result = commands::execute(command, &args, app.env.snapshot(), app.engine.base_dir()).await.map_err(refuse)?;
+    Ok(Json(CommandResult { result }))
+}
+
+impl From<CommandError> for ApiError {
+    fn from(err: CommandError) -> Self {
+        let message = err.to_string();
+        let server = |kind: &str| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message.clone(), kind);
+        match &err {
+            CommandError::NotFound { .. } => {
+                ApiError::new(StatusCode::NOT_FOUND, message, "ValueError").with_code("command_not_found")
+            }
+            CommandError::MissingScope(_) => Denial::forbidden("missing_scope", message).into(),
+            CommandError::Arguments(e) => ApiError::new(StatusCode::BAD_REQUEST, message, e.error_type()),
+            CommandError::Failed { error_type, .. } => server(error_type).with_code("command_failed"),
+            CommandError::Timeout { .. } => server("TimeoutError").with_code("timeout"),
+            CommandError::TooMuchOutput { .. } => server("RuntimeError").with_code("output_too_large"),
+            CommandError::InvalidOutput { .. } => server("RuntimeError").with_code("invalid_output"),
+            CommandError::Start { source, .. } => {
+                tracing::error!(error = %source, "cannot start a registered command");
+                server("OSError").with_code("command_not_started")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use serde_json::{json, Value};
+    use sha2::{Digest, Sha256};
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use crate::commands::{CommandSpec, Registry};
+    use crate::policy::document::{AuthSpec, TokenSecret, TokenSpec};
+    use crate::policy::{PolicyDocument, PolicyEngine, PolicyInputs};
+    use crate::pty::TerminalSettings;
+
+    fn app() -> axum::Router {
+        let token = |id: &str, secret: &str, scopes: &[&str]| TokenSpec {
+            id: id.into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+            secret: TokenSecret::Sha256(Sha256::digest(secret.as_bytes()).into()),
+        };
+        let auth = AuthSpec {
+            tokens: vec![token("ops", "ops-token", &["*"]), token("agent", "agent-token", &["commands:*"])],
+            ..AuthSpec::default()
+        };
+        let document = PolicyDocument { auth, ..PolicyDocument::default() };
+        let engine =
+            PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() }).expect("policy");
+        #[derive(serde::Deserialize)]
+        struct File {
+            commands: Vec<CommandSpec>,
+        }
+        let file: File = toml::from_str(
+            "[[commands]]\nname = \"open\"\nargv = [\"printf\", \"open\"]\n\
+             [[commands]]\nname = \"deploy\"\nargv = [\"printf\", \"deployed\"]\nscopes = [\"deploy:run\"]\n",
+        )
+        .expect("toml");
+        let registry = Registry::from_specs(&file.commands).expect("valid");
+        let state = super::AppState::new(Arc::new(engine), CancellationToken::new())
+            .configured(TerminalSettings::default(), registry);
+        super::super::router(state)
+    }
+
+    async fn call(app: &axum::Router, token: &str, method: &str, uri: &str) -> (u16, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::from("{}"))
+            .expect("request");
+        let response = app.clone().oneshot(request).await.expect("response");
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn command_scopes_hide_and_refuse_as_the_reference() {
+        let app = app();
+        let (_, listed) = call(&app, "agent-token", "GET", "/commands").await;
+        assert_eq!(listed["commands"].as_array().map(Vec::len), Some(1), "{listed}");
+        assert_eq!(listed["commands"][0]["name"], "open");
+        assert_eq!(
+            call(&app, "agent-token", "POST", "/commands/deploy").await,
+            (
+                403,
+                json!({"error": "Missing required scope 'deploy:run'", "type": "PolicyDenied", "code": "missing_scope",
+                       "endpoint": "run_command", "scope": "deploy:run"})
+            )
+        );
+        assert_eq!(call(&app, "ops-token", "POST", "/commands/deploy").await, (200, json!({"result": "deployed"})));
+        let (_, listed) = call(&app, "ops-token", "GET", "/commands").await;
+        assert_eq!(listed["commands"].as_array().map(Vec::len), Some(2));
+    }
+}

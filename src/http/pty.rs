@@ -1,0 +1,225 @@
+//! Handlers of the terminal group: `/pty/sessions*` on the API port, the
+//! router of the PTY port (the WebSocket, behind the same pipeline as every
+//! endpoint), and the mapping of the terminal domain's errors to the
+//! reference's error bodies.
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use super::extract::JsonBody;
+use super::pipeline::{pipeline, RouteContext};
+use super::{pty_ws, AppState};
+use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
+use crate::endpoints::{Limit, Param, ENDPOINTS};
+use crate::policy::{Denial, Grant, ParamValue};
+use crate::pty::request::{self, CreatePolicy, CreateRequest};
+use crate::pty::TerminalError;
+
+/// `POST /pty/sessions`.
+pub async fn create(
+    State(app): State<AppState>,
+    grant: Grant,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Result<Json<PtyCreated>, ApiError> {
+    let endpoint = grant.endpoint().id;
+    let refuse = |e: TerminalError| {
+        let err = ApiError::from(e);
+        if err.code().is_some() {
+            err.with_endpoint(endpoint)
+        } else {
+            err
+        }
+    };
+    let policy = create_policy(&grant);
+    let is_secret = |name: &str| app.engine.is_secret_env(name);
+    let request = CreateRequest::parse(&body, &policy, &is_secret).map_err(refuse)?;
+    let env = request.environment(app.env.snapshot(), &policy);
+    let base_dir = app.engine.base_dir();
+    let cwd = base_dir.is_dir().then(|| base_dir.to_path_buf());
+    let max_sessions = grant.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
+    let session = app.terminals.create(request, env, cwd, max_sessions).await.map_err(refuse)?;
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let ws_url =
+        request::ws_url(text(header::HOST.as_str()), text("x-forwarded-proto"), app.terminals.ws_port(), session.id());
+    Ok(Json(PtyCreated { session_id: session.id().to_string(), ws_url, pid: session.pid() }))
+}
+
+/// `GET /pty/sessions`.
+pub async fn list(State(app): State<AppState>) -> Json<PtySessionList> {
+    Json(PtySessionList { sessions: app.terminals.list() })
+}
+
+/// `GET /pty/sessions/{id}`.
+pub async fn detail(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<PtySessionInfo>, ApiError> {
+    Ok(Json(app.terminals.get(&id)?.info()))
+}
+
+/// `POST /pty/sessions/{id}/resize {"cols", "rows"}`.
+pub async fn resize(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Result<Json<PtySessionInfo>, ApiError> {
+    let session = app.terminals.get(&id)?;
+    let (cols, rows) = request::parse_resize(&body)?;
+    session.resize(cols, rows);
+    Ok(Json(session.info()))
+}
+
+/// `DELETE /pty/sessions/{id}`: closes the session; its shell gets `SIGHUP`, then `SIGKILL`.
+pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<PtyClosed>, ApiError> {
+    app.terminals.close(&id)?;
+    Ok(Json(PtyClosed { status: "closed".into(), session_id: id }))
+}
+
+/// The policy's `shells` and `env_deny` for a new session.
+fn create_policy(grant: &Grant) -> CreatePolicy {
+    let strings = |param| match grant.param(param) {
+        Some(ParamValue::Strings(list)) => Some(list.clone()),
+        _ => None,
+    };
+    CreatePolicy { shells: strings(Param::Shells), env_deny: strings(Param::EnvDeny).unwrap_or_default() }
+}
+
+/// The router of the PTY port: `GET /pty` upgrades to the terminal
+/// WebSocket after the pipeline authenticated and admitted `pty_connect`.
+/// As the reference, a `?token=` stands for the credentials headers when
+/// none is sent (browsers cannot set headers on a WebSocket).
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new();
+    if let Some(endpoint) = ENDPOINTS.iter().find(|e| e.id == "pty_connect") {
+        let route = RouteContext { app: state.clone(), endpoint };
+        let connect = get(pty_ws::connect).layer(from_fn_with_state(route, pipeline)).layer(from_fn(token_from_query));
+        router = router.route(endpoint.path, connect);
+    }
+    router.fallback(super::not_found).method_not_allowed_fallback(super::method_not_allowed).with_state(state)
+}
+
+/// Moves `?token=` into `X-Access-Token` when no credentials header is present.
+async fn token_from_query(mut req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    if !headers.contains_key(header::AUTHORIZATION) && !headers.contains_key("x-access-token") {
+        let query = req.uri().query().unwrap_or_default();
+        let token = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
+        if let Some(value) = token.and_then(|t| HeaderValue::from_str(&t).ok()) {
+            req.headers_mut().insert("x-access-token", value);
+        }
+    }
+    next.run(req).await
+}
+
+impl From<TerminalError> for ApiError {
+    fn from(err: TerminalError) -> Self {
+        let message = err.to_string();
+        match err {
+            TerminalError::ShellNotAllowed(_)
+            | TerminalError::InvalidSize
+            | TerminalError::ResizeNotIntegers
+            | TerminalError::SizeOutOfRange => ApiError::bad_request(message),
+            TerminalError::ShellMissing(_) => ApiError::bad_request(message).with_code("shell_not_found"),
+            TerminalError::ShellDenied(_) => Denial::forbidden("shell_not_allowed", message).into(),
+            TerminalError::EnvNotAMapping => Denial::invalid("env_invalid", message).into(),
+            TerminalError::Env(denial) => denial.into(),
+            TerminalError::EnvNotAllowed(_) => Denial::forbidden("env_var_not_allowed", message).into(),
+            TerminalError::SessionLimit(_) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "RuntimeError").with_code("session_limit")
+            }
+            TerminalError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, message, "ValueError"),
+            TerminalError::Spawn(e) => {
+                tracing::error!(error = %e, "cannot start a terminal");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("Cannot start the terminal: {e}"), "OSError")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use serde_json::{json, Value};
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use crate::endpoints::{Limit, Param};
+    use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
+    use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+
+    fn app(rule: RuleSpec) -> axum::Router {
+        let layer = Layer {
+            selector: Selector::Exact("pty_create_session".into()),
+            rank: Rank::Policy,
+            rule,
+            origin: "policy:endpoints.pty_create_session".into(),
+        };
+        let document = PolicyDocument { layers: vec![layer], ..PolicyDocument::default() };
+        let engine =
+            PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() }).expect("policy");
+        super::super::router(super::AppState::new(Arc::new(engine), CancellationToken::new()))
+    }
+
+    async fn call(app: &axum::Router, method: &str, uri: &str, body: Value) -> (u16, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "sandbox.test:9000")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let response = app.clone().oneshot(request).await.expect("response");
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn the_policy_decides_shells_env_and_max_sessions() {
+        let strings = |v: &[&str]| ParamValue::Strings(v.iter().map(|s| s.to_string()).collect());
+        let rule = RuleSpec {
+            params: BTreeMap::from([(Param::Shells, strings(&["/bin/sh"])), (Param::EnvDeny, strings(&["SECRET_*"]))]),
+            limits: BTreeMap::from([(Limit::MaxSessions, LimitValue::Int(1))]),
+            ..RuleSpec::default()
+        };
+        let app = app(rule);
+        let (status, body) = call(&app, "POST", "/pty/sessions", json!({"shell": "/bin/bash"})).await;
+        assert_eq!(
+            (status, body),
+            (
+                403,
+                json!({"error": "Shell '/bin/bash' is not permitted by policy", "type": "PolicyDenied",
+                       "code": "shell_not_allowed", "endpoint": "pty_create_session"})
+            )
+        );
+        let (status, body) =
+            call(&app, "POST", "/pty/sessions", json!({"shell": "/bin/sh", "env": {"SECRET_X": "1"}})).await;
+        assert_eq!((status, body["code"].clone()), (403, json!("env_var_not_allowed")));
+        assert_eq!(body["error"], "Environment variable(s) not allowed: ['SECRET_X']");
+
+        let (status, created) = call(&app, "POST", "/pty/sessions", json!({"shell": "/bin/sh"})).await;
+        assert_eq!(status, 200, "{created}");
+        let id = created["session_id"].as_str().expect("id").to_string();
+        assert_eq!(created["ws_url"], format!("ws://sandbox.test:9001/pty?session_id={id}"));
+        let (status, body) = call(&app, "POST", "/pty/sessions", json!({"shell": "/bin/sh"})).await;
+        assert_eq!(
+            (status, body["error"].clone(), body["type"].clone()),
+            (429, json!("Session limit reached (1)"), json!("RuntimeError"))
+        );
+
+        let (status, closed) = call(&app, "DELETE", &format!("/pty/sessions/{id}"), json!({})).await;
+        assert_eq!((status, closed), (200, json!({"status": "closed", "session_id": id})));
+        let (status, missing) = call(&app, "GET", &format!("/pty/sessions/{id}"), json!({})).await;
+        assert_eq!(
+            (status, missing),
+            (404, json!({"error": format!("Session not found: {id}"), "type": "ValueError"}))
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! The terminal WebSocket (`GET /pty?session_id=<id>` on the PTY port): the
+//! handshake's refusals as JSON error bodies, then one loop per connection
+//! that forwards output and the shell's exit to the client and its input,
+//! resizes and signals to the session.
+//!
+//! Dropping the connection only detaches it: the session keeps running and
+//! a new connection replays its scrollback.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::error::ApiError;
+use super::extract::Query;
+use super::AppState;
+use crate::api::PtyMessage;
+use crate::pty::request::{parse_message, ClientMessage};
+use crate::pty::{Session, ShellExit, Update};
+
+/// Largest message a client may send.
+const MAX_MESSAGE: usize = 1024 * 1024;
+/// Input accepted but not yet written to the terminal before the connection stops reading.
+const MAX_PENDING_INPUT: usize = 1024 * 1024;
+
+/// The query of the WebSocket URL.
+#[derive(Debug, Deserialize)]
+pub struct ConnectQuery {
+    /// The session to attach to.
+    pub session_id: Option<String>,
+}
+
+/// `GET /pty?session_id=<id>`: attaches to a session (404 when unknown).
+pub async fn connect(
+    State(app): State<AppState>,
+    Query(query): Query<ConnectQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let Some(id) = query.session_id.filter(|id| !id.is_empty()) else {
+        return ApiError::bad_request("Missing session_id parameter").into_response();
+    };
+    let session = match app.terminals.get(&id) {
+        Ok(session) => session,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            let message = format!("Expected a WebSocket upgrade: {rejection}");
+            return ApiError::new(StatusCode::UPGRADE_REQUIRED, message, "ValueError").into_response();
+        }
+    };
+    let shutdown = app.shutdown.clone();
+    upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, session, shutdown))
+}
+
+/// One connection's life: `started`, then output, input, resizes and
+/// signals until the shell exits, the client leaves or the server stops.
+async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: CancellationToken) {
+    let mut attachment = session.attach();
+    let (cols, rows) = session.size();
+    let started = PtyMessage {
+        session_id: Some(session.id().to_string()),
+        pid: Some(session.pid()),
+        cols: Some(cols),
+        rows: Some(rows),
+        ..PtyMessage::event("started")
+    };
+    if send(&mut socket, &started).await.is_err() {
+        return;
+    }
+    let mut input: VecDeque<Bytes> = VecDeque::new();
+    let mut pending = 0usize;
+    loop {
+        let next_input = input.front().cloned();
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                close(&mut socket, 1001, "server shutting down").await;
+                break;
+            }
+            update = attachment.next() => match update {
+                Update::Output { text, skipped } => {
+                    if skipped > 0 {
+                        let notice = PtyMessage { bytes: Some(skipped), ..PtyMessage::event("skipped") };
+                        if send(&mut socket, &notice).await.is_err() {
+                            break;
+                        }
+                    }
+                    if !text.is_empty() && send(&mut socket, &PtyMessage::output(text)).await.is_err() {
+                        break;
+                    }
+                }
+                Update::Exited(exit) => {
+                    let _ = send(&mut socket, &exited(&session, exit)).await;
+                    close(&mut socket, 1000, "shell exited").await;
+                    break;
+                }
+            },
+            written = write(&session, next_input), if !input.is_empty() => match written {
+                Ok(n) => {
+                    pending -= n;
+                    if let Some(front) = input.front_mut() {
+                        *front = front.slice(n..);
+                        if front.is_empty() {
+                            input.pop_front();
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(session = session.id(), error = %e, "terminal input dropped");
+                    input.clear();
+                    pending = 0;
+                }
+            },
+            incoming = socket.recv(), if pending < MAX_PENDING_INPUT => {
+                let text = match incoming {
+                    Some(Ok(Message::Text(text))) => text.as_str().to_string(),
+                    Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                };
+                match parse_message(&text, session.size()) {
+                    Ok(ClientMessage::Input(data)) if !data.is_empty() => {
+                        pending += data.len();
+                        input.push_back(Bytes::from(data.into_bytes()));
+                    }
+                    Ok(ClientMessage::Input(_)) => {}
+                    Ok(ClientMessage::Resize(cols, rows)) => session.resize(cols, rows),
+                    Ok(ClientMessage::Signal(signal)) => session.signal(signal),
+                    Err(problem) => {
+                        let error = PtyMessage { message: Some(problem), ..PtyMessage::event("error") };
+                        if send(&mut socket, &error).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tracing::debug!(session = session.id(), delivered_exit = attachment.is_done(), "terminal connection ended");
+}
+
+async fn write(session: &Session, chunk: Option<Bytes>) -> std::io::Result<usize> {
+    let chunk = chunk.unwrap_or_default();
+    session.write_input(&chunk).await
+}
+
+fn exited(session: &Session, exit: ShellExit) -> PtyMessage {
+    PtyMessage {
+        session_id: Some(session.id().to_string()),
+        exit_code: Some(exit.code()),
+        signal: exit.signal(),
+        ..PtyMessage::event("exited")
+    }
+}
+
+async fn send(socket: &mut WebSocket, message: &PtyMessage) -> Result<(), axum::Error> {
+    let text = serde_json::to_string(message).unwrap_or_default();
+    socket.send(Message::Text(Utf8Bytes::from(text))).await
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
+    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from_static(reason) }))).await;
+}

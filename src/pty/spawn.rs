@@ -1,0 +1,129 @@
+//! The one place a terminal's shell is started: a fresh pseudo-terminal
+//! pair, the shell on its slave side as a session leader with it as its
+//! controlling terminal, and a future that resolves to the shell's exit.
+//!
+//! Both ends are opened close-on-exec, so no other child the daemon starts
+//! meanwhile inherits them (a stray slave would keep the terminal open
+//! after the shell exits). Today the exit comes from `tokio::process`; when
+//! the process supervisor lands, [`spawn_shell`] is the only function to
+//! switch over to it (its exit watch replaces the `wait` below).
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::pin::Pin;
+use std::process::{Command, Stdio};
+
+use rustix::pty::OpenptFlags;
+use rustix::termios::Winsize;
+
+/// How a shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellExit {
+    /// It called `exit` with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+}
+
+impl ShellExit {
+    /// The exit code, or minus the signal number (the reference's convention for processes).
+    pub fn code(self) -> i32 {
+        match self {
+            ShellExit::Exited(code) => code,
+            ShellExit::Signaled(signal) => -signal,
+        }
+    }
+
+    /// The signal that killed it, if one did.
+    pub fn signal(self) -> Option<i32> {
+        match self {
+            ShellExit::Exited(_) => None,
+            ShellExit::Signaled(signal) => Some(signal),
+        }
+    }
+}
+
+/// Resolves when the shell has exited (and was reaped).
+pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ShellExit> + Send>>;
+
+/// A started shell.
+pub struct SpawnedShell {
+    /// Its pid, also its process group and session id.
+    pub pid: i32,
+    /// The terminal's master side (close-on-exec, blocking).
+    pub master: OwnedFd,
+    /// Its exit.
+    pub exit: ExitFuture,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ShellSpec<'a> {
+    /// Absolute path of the shell.
+    pub shell: &'a str,
+    /// Its complete environment.
+    pub env: &'a BTreeMap<String, String>,
+    /// Its working directory, if any.
+    pub cwd: Option<&'a Path>,
+    /// Terminal width.
+    pub cols: u16,
+    /// Terminal height.
+    pub rows: u16,
+}
+
+/// Opens a pseudo-terminal sized `cols` x `rows` and starts the shell on it.
+///
+/// # Errors
+/// The terminal cannot be opened, or the shell cannot be started
+/// ([`io::ErrorKind::NotFound`] when it is not installed).
+pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let path = std::ffi::OsStr::from_bytes(name.as_bytes());
+    // std opens close-on-exec; NOCTTY keeps the daemon from acquiring it.
+    let slave: OwnedFd = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+        .open(path)?
+        .into();
+    let size = Winsize { ws_row: spec.rows, ws_col: spec.cols, ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(&slave, size)?;
+
+    let mut command = Command::new(spec.shell);
+    command
+        .env_clear()
+        .envs(spec.env)
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave));
+    if let Some(cwd) = spec.cwd {
+        command.current_dir(cwd);
+    }
+    super::sys::own_session_with_controlling_terminal(&mut command);
+    let mut child = tokio::process::Command::from(command).kill_on_drop(false).spawn()?;
+    // The command (and its copies of the slave) is gone: only the shell holds the slave now.
+    let pid = child.id().and_then(|id| i32::try_from(id).ok()).ok_or_else(|| io::Error::other("shell has no pid"))?;
+    let exit = Box::pin(async move {
+        use std::os::unix::process::ExitStatusExt;
+        match child.wait().await {
+            Ok(status) => match (status.code(), status.signal()) {
+                (Some(code), _) => ShellExit::Exited(code),
+                (None, Some(signal)) => ShellExit::Signaled(signal),
+                (None, None) => ShellExit::Exited(-1),
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "cannot wait for a terminal's shell");
+                ShellExit::Exited(-1)
+            }
+        }
+    });
+    Ok(SpawnedShell { pid, master, exit })
+}
