@@ -27,6 +27,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod code;
 pub mod config;
 pub mod endpoints;
 pub mod environment;
