@@ -13,7 +13,9 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::http::code_port::{self, CodeState};
 use crate::http::{self, AppState};
 use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
 
@@ -40,18 +42,29 @@ pub enum StartError {
 pub struct Running {
     /// Where the API listens.
     pub api_addr: SocketAddr,
+    /// Where the code interpreter listens, when it does.
+    pub code_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     api: JoinHandle<std::io::Result<()>>,
+    code: Option<JoinHandle<std::io::Result<()>>>,
+    interpreter: Arc<CodeInterpreter>,
 }
 
+/// How long code contexts get to stop at shutdown.
+const CODE_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Running {
-    /// Stops accepting, lets in-flight requests finish within the grace, and waits.
+    /// Stops accepting, stops code contexts, lets in-flight requests finish within the grace, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        match self.api.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "API listener failed"),
-            Err(e) => tracing::error!(error = %e, "API task failed"),
+        self.interpreter.shutdown(CODE_SHUTDOWN_GRACE).await;
+        let listeners = std::iter::once(("API", self.api)).chain(self.code.map(|code| ("code", code)));
+        for (name, task) in listeners {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "{name} listener failed"),
+                Err(e) => tracing::error!(error = %e, "{name} task failed"),
+            }
         }
     }
 
@@ -96,10 +109,56 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let router = http::router(AppState::new(Arc::clone(&engine), shutdown.clone()));
+    let mut app = AppState::new(Arc::clone(&engine), shutdown.clone());
+    app.interpreters = Arc::new(config.code.interpreters.clone());
+    let interpreter = CodeInterpreter::new(
+        CodeConfig {
+            max_contexts: config.code.max_contexts,
+            idle_timeout: config.code.idle_timeout,
+            interpreters: config.code.interpreters.clone(),
+            base_dir: engine.base_dir().to_path_buf(),
+        },
+        Arc::clone(&app.env),
+        shutdown.clone(),
+    );
+    let (code_addr, code) = match start_code(config, &engine, &interpreter, &shutdown).await? {
+        Some((addr, task)) => (Some(addr), Some(task)),
+        None => (None, None),
+    };
+    let router = http::router(app);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, shutdown, api })
+    Ok(Running { api_addr, code_addr, shutdown, api, code, interpreter })
+}
+
+type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
+
+/// Starts the code-interpreter listener, unless it is off. A default port
+/// that is taken is logged and skipped (another code interpreter may own
+/// it); a configured one must be bound.
+async fn start_code(
+    config: &Config,
+    engine: &Arc<PolicyEngine>,
+    interpreter: &Arc<CodeInterpreter>,
+    shutdown: &CancellationToken,
+) -> Result<Option<Listener>, StartError> {
+    let Some(port) = config.code_port else { return Ok(None) };
+    let listener = match bind(&config.host, port).await {
+        Ok(listener) => listener,
+        Err(StartError::Bind { addr, source })
+            if !config.code_port_configured && source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            tracing::warn!(%addr, "the code-interpreter port is taken; serving without code contexts");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let state =
+        CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
+    announce("code", addr);
+    Ok(Some((addr, task)))
 }
 
 /// Binds a TCP listener with a backlog sized for bursts.

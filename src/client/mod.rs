@@ -4,6 +4,7 @@
 //! endpoint table and its request and response types from `api`, so the
 //! client cannot drift from the server.
 
+mod code;
 mod error;
 
 use std::time::Duration;
@@ -12,6 +13,7 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use self::code::{CodeClient, ExecutionStream};
 pub use self::error::ClientError;
 use crate::api::{Capabilities, CheckRequest, Decision, ErrorBody, Health};
 use crate::endpoints::{self, Method};

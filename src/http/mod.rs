@@ -4,6 +4,8 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+mod code;
+pub mod code_port;
 mod core;
 pub mod error;
 pub mod extract;
@@ -42,6 +44,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
+    /// Interpreter programs of `/code/run`.
+    pub interpreters: Arc<crate::code::Interpreters>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -52,7 +56,8 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, served: Arc::new(served) }
+        let interpreters = Arc::new(crate::code::Interpreters::default());
+        AppState { engine, shutdown, env, interpreters, served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

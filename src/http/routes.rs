@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, AppState};
+use super::{code, core, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -17,6 +17,9 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "health" => bind(endpoint, core::health),
         "capabilities" => bind(endpoint, core::capabilities),
         "capabilities_check" => bind(endpoint, core::check),
+        "code_run" => bind(endpoint, code::code_run),
+        "git_status" => bind(endpoint, code::git_status),
+        "git_diff" => bind(endpoint, code::git_diff),
         _ => return None,
     };
     Some(route)

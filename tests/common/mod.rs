@@ -60,7 +60,7 @@ impl ServerBuilder {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"));
         command
             .arg("serve")
-            .args(["--host", &self.host, "--port", "0", "--pty-port", "0"])
+            .args(["--host", &self.host, "--port", "0", "--pty-port", "0", "--code-port", "0"])
             .arg("--base-dir")
             .arg(&base)
             .args(&self.args)

@@ -6,6 +6,7 @@
 //! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to
 //! stderr and exits non-zero.
 
+mod code;
 mod core;
 
 use std::process::ExitCode;
@@ -35,6 +36,9 @@ pub enum ClientCommand {
     /// Health and discovery.
     #[command(flatten)]
     Core(core::CoreCommand),
+    /// Code execution and git.
+    #[command(flatten)]
+    Code(code::CodeCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -68,6 +72,7 @@ pub fn main() -> ExitCode {
         let client = Client::builder(&cli.url).token(cli.token.clone()).build()?;
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
+            ClientCommand::Code(command) => code::run(&client, command).await,
         }
     });
     match result {
