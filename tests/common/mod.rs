@@ -60,9 +60,10 @@ impl ServerBuilder {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"));
         command
             .arg("serve")
-            .args(["--host", &self.host, "--port", "0", "--pty-port", "0", "--code-port", "0"])
+            .args(["--host", &self.host, "--port", "0", "--pty-port", "0"])
             .arg("--base-dir")
             .arg(&base)
+            .args(if self.args.iter().any(|a| a == "--code-port") { &[][..] } else { &["--code-port", "0"][..] })
             .args(&self.args)
             .env_remove("ABX_SERVER_TOKEN")
             .env_remove("ABX_SERVER_ENABLED_GROUPS")
