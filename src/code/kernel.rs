@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
@@ -21,7 +21,7 @@ use tokio::time::{sleep_until, Instant};
 use super::io::{Item, KernelIo};
 use super::language::Language;
 use super::pipe::PipeWriter;
-use super::protocol::{encode_exec, result_from_bundle, Event, Stream};
+use super::protocol::{encode_exec, error_line, output_line, result_from_bundle, timeout_error, Event};
 use super::spawn::{spawn, ExitInfo, ExitWatch, Process, SpawnSpec};
 use crate::api::code::OutputLine;
 
@@ -230,42 +230,6 @@ fn failure(info: ExitInfo, diagnostic: &str) -> String {
     }
 }
 
-/// RFC 3339 UTC timestamp with microseconds, as output lines carry.
-pub fn timestamp(at: SystemTime) -> String {
-    let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_micros()
-    )
-}
-
-fn error_line(name: &str, value: impl Into<String>, traceback: impl Into<String>) -> OutputLine {
-    OutputLine::Error { name: name.into(), value: value.into(), traceback: traceback.into() }
-}
-
-fn output_line(stream: Stream, text: String) -> OutputLine {
-    let timestamp = timestamp(SystemTime::now());
-    match stream {
-        Stream::Stdout => OutputLine::Stdout { text, timestamp },
-        Stream::Stderr => OutputLine::Stderr { text, timestamp },
-    }
-}
-
 /// How the select loop of an execution ended early.
 enum Ended {
     /// The event pipe closed.
@@ -322,6 +286,13 @@ impl Actor {
         };
         self.process.signal_group(Signal::SIGKILL);
         tracing::debug!(language = self.language.as_str(), pid = self.process.pid(), ?death, "kernel stopped");
+        self.commands.close();
+        while let Ok(waiting) = self.commands.try_recv() {
+            let line = error_line("ContextDied", "the context's interpreter stopped before this execution started", "");
+            tokio::spawn(async move {
+                let _ = waiting.sink.send(line).await;
+            });
+        }
         death
     }
 
@@ -547,25 +518,5 @@ impl Actor {
             });
         }
         death
-    }
-}
-
-fn timeout_error(after: Duration, traceback: impl Into<String>) -> OutputLine {
-    error_line(
-        "TimeoutError",
-        format!("the execution timed out after {} s and was interrupted", after.as_secs_f64()),
-        traceback,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        let at = SystemTime::UNIX_EPOCH + Duration::new(1_709_210_096, 123_456_789);
-        assert_eq!(timestamp(at), "2024-02-29T12:34:56.123456+00:00");
-        assert_eq!(timestamp(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000000+00:00");
     }
 }

@@ -11,10 +11,12 @@
 //! `{"t":"result","main":bool,"data":{<mime>: …}}`,
 //! `{"t":"error","name":…,"value":…,"traceback":…}`, `{"t":"done","seq":N}`.
 
+use std::time::{Duration, SystemTime};
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::api::code::ExecutionResult;
+use crate::api::code::{ExecutionResult, OutputLine};
 
 /// Largest event accepted from a driver (a big image result fits).
 pub const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -183,6 +185,53 @@ fn unquote(text: String) -> String {
     }
 }
 
+/// RFC 3339 UTC timestamp with microseconds, as output lines carry.
+pub fn timestamp(at: SystemTime) -> String {
+    let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_micros()
+    )
+}
+
+/// An `error` line.
+pub fn error_line(name: &str, value: impl Into<String>, traceback: impl Into<String>) -> OutputLine {
+    OutputLine::Error { name: name.into(), value: value.into(), traceback: traceback.into() }
+}
+
+/// A `stdout` or `stderr` line stamped now.
+pub fn output_line(stream: Stream, text: String) -> OutputLine {
+    let timestamp = timestamp(SystemTime::now());
+    match stream {
+        Stream::Stdout => OutputLine::Stdout { text, timestamp },
+        Stream::Stderr => OutputLine::Stderr { text, timestamp },
+    }
+}
+
+/// The `error` line of an execution interrupted by its timeout.
+pub fn timeout_error(after: Duration, traceback: impl Into<String>) -> OutputLine {
+    error_line(
+        "TimeoutError",
+        format!("the execution timed out after {} s and was interrupted", after.as_secs_f64()),
+        traceback,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +260,13 @@ mod tests {
         let mut splitter = FrameSplitter::default();
         let big = vec![b'x'; MAX_EVENT_BYTES + 1];
         assert!(splitter.push(&big).is_err());
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let at = SystemTime::UNIX_EPOCH + Duration::new(1_709_210_096, 123_456_789);
+        assert_eq!(timestamp(at), "2024-02-29T12:34:56.123456+00:00");
+        assert_eq!(timestamp(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000000+00:00");
     }
 
     #[test]
