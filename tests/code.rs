@@ -365,3 +365,42 @@ fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
 }
+
+#[test]
+fn abx_streams_code_and_manages_contexts() {
+    let server = common::start();
+    let abx = |args: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_abx"))
+            .args(args)
+            .env("ABX_SERVER_URL", &server.url)
+            .env("ABX_CODE_URL", code_url(&server))
+            .env("ABX_SERVER_TOKEN", common::TOKEN)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("abx");
+        use std::io::Write;
+        child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("abx output");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, out, _) = abx(&["run-code", "--env", "WHO=abx", "import os\nprint(os.environ['WHO'])\n6 * 7"], "");
+    assert_eq!((status, out.as_str()), (Some(0), "abx\n42\n"));
+    let (status, _, err) = abx(&["run-code", "-"], "raise RuntimeError('from stdin')");
+    assert_eq!(status, Some(1));
+    assert!(err.contains("RuntimeError: from stdin"), "{err}");
+    let (status, out, _) = abx(&["contexts", "create", "--language", "bash"], "");
+    assert_eq!(status, Some(0));
+    let id = serde_json::from_str::<serde_json::Value>(&out).expect("JSON")["id"].as_str().expect("id").to_string();
+    let (status, out, _) = abx(&["run-code", "--context", &id, "echo from bash"], "");
+    assert_eq!((status, out.as_str()), (Some(0), "from bash\n"));
+    assert_eq!(abx(&["contexts", "delete", &id], "").0, Some(0));
+    let (status, _, err) = abx(&["contexts", "restart", &id], "");
+    assert_eq!(status, Some(1));
+    assert!(err.contains("not found"), "{err}");
+}
