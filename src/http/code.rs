@@ -164,8 +164,50 @@ impl From<GitError> for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
     use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::policy::document::PolicyDocument;
+    use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
+    use crate::policy::{PolicyEngine, PolicyInputs};
+
+    async fn code_run_with(router: &axum::Router, body: Value) -> (u16, Value) {
+        let request = Request::post("/code/run").body(Body::from(body.to_string())).expect("request");
+        let response = router.clone().oneshot(request).await.expect("response");
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn policy_languages_timeout_and_output_limits_apply() {
+        let rule = RuleSpec {
+            enabled: Some(true),
+            limits: [(Limit::TimeoutSeconds, LimitValue::Int(1)), (Limit::MaxOutputBytes, LimitValue::Int(4))].into(),
+            params: [(Param::Languages, ParamValue::Strings(vec!["Bash".into()]))].into(),
+            ..RuleSpec::default()
+        };
+        let layer = Layer { selector: Selector::parse("code_run"), rank: Rank::Policy, rule, origin: "test".into() };
+        let document = PolicyDocument { layers: vec![layer], ..PolicyDocument::default() };
+        let inputs =
+            PolicyInputs { base_dir: std::env::temp_dir(), document: Some(document), ..PolicyInputs::default() };
+        let engine = Arc::new(PolicyEngine::new(inputs).expect("policy"));
+        let router = super::super::router(AppState::new(engine, CancellationToken::new()));
+
+        let (status, body) = code_run_with(&router, json!({"code": "print(1)", "language": "python"})).await;
+        assert_eq!((status, body["code"].as_str()), (403, Some("language_not_allowed")));
+        let (status, body) = code_run_with(&router, json!({"code": "printf 123456", "language": "bash"})).await;
+        assert_eq!((status, body["stdout"].as_str(), body["truncated"].as_bool()), (200, Some("1234"), Some(true)));
+        let (status, body) =
+            code_run_with(&router, json!({"code": "sleep 20", "language": "bash", "timeout": 60})).await;
+        assert_eq!((status, body["error"].as_str()), (408, Some("Code execution timed out after 1s")));
+    }
 
     #[test]
     fn timeouts_are_read_as_leniently_as_the_reference() {
