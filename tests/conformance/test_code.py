@@ -7,6 +7,7 @@ at the ephemeral port of the server under test, so nothing binds 49999. Where
 those classes do not send a request we need (a token on ``/contexts``, both
 ``context_id`` and ``language``), raw HTTP mirrors their exact request.
 
+The ``e2b-code-interpreter`` SDK is driven the same way in one test.
 The dev_tools group is driven with ``ServerClient.devtools``.
 """
 
@@ -233,3 +234,26 @@ def test_devtools_git_through_the_real_client(devtools):
     assert diff.stats == {"files_changed": 1, "insertions": 1, "deletions": 1}
     assert client.devtools.git_diff_sync("repo", staged=True).diff == ""
     assert client.devtools.git_diff_sync("repo", file="b.txt").diff == ""
+
+
+def test_the_e2b_sdk_in_debug_mode(interpreter, monkeypatch):
+    """The `e2b-code-interpreter` SDK users have, in its local debug mode."""
+    import e2b_code_interpreter
+    from e2b_code_interpreter import code_interpreter_sync as e2b_sync
+
+    srv, _ = interpreter
+    monkeypatch.setattr(e2b_sync, "JUPYTER_PORT", code_port(srv))
+    sandbox = e2b_code_interpreter.Sandbox.create(debug=True)
+    sandbox.run_code("total = 40")
+    lines = []
+    execution = sandbox.run_code("print('adding')\ntotal + 2", on_stdout=lambda m: lines.append(m.line))
+    assert (execution.text, lines) == ("42", ["adding\n"])
+    error = sandbox.run_code("int('x')").error
+    assert (error.name, error.value) == ("ValueError", "invalid literal for int() with base 10: 'x'")
+    context = sandbox.create_code_context(language="bash")
+    sandbox.run_code("name=e2b", context=context)
+    assert sandbox.run_code("echo $name", context=context).logs.stdout == ["e2b\n"]
+    sandbox.restart_code_context(context)
+    assert sandbox.run_code("echo ${name:-reset}", context=context).logs.stdout == ["reset\n"]
+    sandbox.remove_code_context(context)
+    assert context.id not in [c.id for c in sandbox.list_code_contexts()]
