@@ -25,6 +25,53 @@ pub const DEFAULT_BASE_DIR: &str = "/home/user";
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/agent-sandbox/server.toml";
 /// Default grace for in-flight requests at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Default code-interpreter port (the code-interpreter protocol's).
+pub const DEFAULT_CODE_PORT: u16 = 49999;
+/// Default bound on live code contexts.
+pub const DEFAULT_CODE_MAX_CONTEXTS: usize = 32;
+/// Default idle lifetime of a code context.
+pub const DEFAULT_CODE_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default quiet time after which a running execution sends a keepalive line.
+pub const DEFAULT_CODE_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// A listener port, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PortSetting {
+    /// Listen on this port (0 picks a free one).
+    Port(u16),
+    /// `off`: no listener.
+    Named(Off),
+}
+
+/// The word `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Off {
+    /// No listener.
+    Off,
+}
+
+impl PortSetting {
+    /// The port, or `None` for `off`.
+    pub fn port(self) -> Option<u16> {
+        match self {
+            PortSetting::Port(port) => Some(port),
+            PortSetting::Named(Off::Off) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for PortSetting {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "off" => Ok(PortSetting::Named(Off::Off)),
+            n => n.parse().map(PortSetting::Port).map_err(|_| format!("'{s}' is not a port number or 'off'")),
+        }
+    }
+}
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
@@ -82,6 +129,27 @@ pub struct ServeArgs {
     /// Live terminal sessions allowed when the policy sets no max_sessions [default: 10].
     #[arg(long, env = "ABX_PTY_MAX_SESSIONS", value_name = "N")]
     pub pty_max_sessions: Option<u64>,
+    /// Code-interpreter port, or `off` [default: 49999].
+    #[arg(long, env = "ABX_CODE_PORT", value_name = "PORT|off")]
+    pub code_port: Option<PortSetting>,
+    /// Live code contexts at most [default: 32].
+    #[arg(long, env = "ABX_CODE_MAX_CONTEXTS", value_name = "N")]
+    pub code_max_contexts: Option<usize>,
+    /// Seconds without executions after which a code context is removed; 0 keeps them [default: 3600].
+    #[arg(long, env = "ABX_CODE_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub code_idle_timeout_seconds: Option<f64>,
+    /// Quiet seconds after which a running execution sends a keepalive line [default: 5].
+    #[arg(long, env = "ABX_CODE_KEEPALIVE_SECONDS", value_name = "SECONDS")]
+    pub code_keepalive_seconds: Option<f64>,
+    /// Python interpreter of code contexts and /code/run [default: python3].
+    #[arg(long, env = "ABX_CODE_PYTHON", value_name = "PROGRAM")]
+    pub code_python: Option<String>,
+    /// Node.js interpreter [default: node].
+    #[arg(long, env = "ABX_CODE_NODE", value_name = "PROGRAM")]
+    pub code_node: Option<String>,
+    /// bash interpreter [default: bash].
+    #[arg(long, env = "ABX_CODE_BASH", value_name = "PROGRAM")]
+    pub code_bash: Option<String>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -117,6 +185,20 @@ pub struct FileConfig {
     /// Registered commands (`[[commands]]`).
     #[serde(default)]
     pub commands: Vec<CommandSpec>,
+    /// Code-interpreter port, or "off".
+    pub code_port: Option<PortSetting>,
+    /// Live code contexts at most.
+    pub code_max_contexts: Option<usize>,
+    /// Idle lifetime of a code context in seconds (0: forever).
+    pub code_idle_timeout_seconds: Option<f64>,
+    /// Keepalive interval of running executions in seconds.
+    pub code_keepalive_seconds: Option<f64>,
+    /// Python interpreter.
+    pub code_python: Option<String>,
+    /// Node.js interpreter.
+    pub code_node: Option<String>,
+    /// bash interpreter.
+    pub code_bash: Option<String>,
 }
 
 /// Why a configuration cannot be used.
@@ -193,6 +275,25 @@ pub struct Config {
     pub terminals: TerminalSettings,
     /// Registered commands, validated.
     pub commands: Registry,
+    /// Code-interpreter port (0 picks a free one); `None` when off.
+    pub code_port: Option<u16>,
+    /// Whether the code port was set explicitly (then failing to bind it is fatal).
+    pub code_port_configured: bool,
+    /// Code contexts and their interpreters.
+    pub code: CodeSettings,
+}
+
+/// Settings of code execution.
+#[derive(Debug, Clone)]
+pub struct CodeSettings {
+    /// Live code contexts at most.
+    pub max_contexts: usize,
+    /// Idle lifetime of a context (`None`: forever).
+    pub idle_timeout: Option<Duration>,
+    /// Quiet time after which a running execution sends a keepalive line.
+    pub keepalive: Duration,
+    /// Interpreter programs.
+    pub interpreters: crate::code::Interpreters,
 }
 
 impl Config {
@@ -222,6 +323,32 @@ impl Config {
             Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
             Some(s) => return Err(ConfigError::Invalid(format!("shutdown_grace_seconds must be >= 0, got {s}"))),
         };
+        let seconds = |name: &str, value: Option<f64>, default: Duration| match value {
+            None => Ok(default),
+            Some(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(ConfigError::Invalid(format!("{name} must be >= 0, got {s}"))),
+        };
+        let idle = seconds(
+            "code_idle_timeout_seconds",
+            args.code_idle_timeout_seconds.or(file.code_idle_timeout_seconds),
+            DEFAULT_CODE_IDLE_TIMEOUT,
+        )?;
+        let keepalive = seconds(
+            "code_keepalive_seconds",
+            args.code_keepalive_seconds.or(file.code_keepalive_seconds),
+            DEFAULT_CODE_KEEPALIVE,
+        )?;
+        let defaults = crate::code::Interpreters::default();
+        let code = CodeSettings {
+            max_contexts: args.code_max_contexts.or(file.code_max_contexts).unwrap_or(DEFAULT_CODE_MAX_CONTEXTS),
+            idle_timeout: (!idle.is_zero()).then_some(idle),
+            keepalive: keepalive.max(Duration::from_millis(10)),
+            interpreters: crate::code::Interpreters {
+                python: args.code_python.or(file.code_python).unwrap_or(defaults.python),
+                node: args.code_node.or(file.code_node).unwrap_or(defaults.node),
+                bash: args.code_bash.or(file.code_bash).unwrap_or(defaults.bash),
+            },
+        };
         Ok(Config {
             host,
             port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
@@ -237,6 +364,9 @@ impl Config {
             config_file,
             terminals,
             commands,
+            code_port_configured: args.code_port.or(file.code_port).is_some(),
+            code_port: args.code_port.or(file.code_port).unwrap_or(PortSetting::Port(DEFAULT_CODE_PORT)).port(),
+            code,
         })
     }
 
@@ -364,6 +494,13 @@ mod tests {
             "pty_idle_timeout_seconds",
             "pty_scrollback_bytes",
             "pty_max_sessions",
+            "code_port",
+            "code_max_contexts",
+            "code_idle_timeout_seconds",
+            "code_keepalive_seconds",
+            "code_python",
+            "code_node",
+            "code_bash",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),
@@ -402,6 +539,23 @@ mod tests {
     fn a_named_config_file_that_is_missing_is_fatal() {
         let err = load_file(Some(Path::new("/nonexistent/server.toml"))).expect_err("missing");
         assert!(matches!(err, ConfigError::Read { .. }));
+    }
+
+    #[test]
+    fn the_code_port_takes_a_number_or_off() {
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!(defaults.code_port, Some(DEFAULT_CODE_PORT));
+        assert_eq!(defaults.code.idle_timeout, Some(DEFAULT_CODE_IDLE_TIMEOUT));
+        let file = parse_file("code_port = \"off\"\ncode_idle_timeout_seconds = 0\n").expect("valid");
+        let config = Config::merge(ServeArgs::default(), file, None).expect("valid");
+        assert_eq!((config.code_port, config.code.idle_timeout), (None, None));
+        let args = ServeArgs { code_port: Some("0".parse().expect("port")), ..ServeArgs::default() };
+        assert_eq!(
+            Config::merge(args, parse_file("code_port = 1234").expect("valid"), None).expect("ok").code_port,
+            Some(0)
+        );
+        assert!("of".parse::<PortSetting>().is_err());
+        assert!(parse_file("code_port = \"on\"").is_err());
     }
 
     #[test]

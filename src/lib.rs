@@ -34,6 +34,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod code;
 pub mod commands;
 pub mod config;
 pub mod endpoints;

@@ -3,8 +3,9 @@
 //!
 //! Each listener's bound address is printed to stdout as
 //! `listening <name> http://<addr>` once it accepts connections, so a
-//! supervisor or test started with port 0 learns the real port: `pty` (the
-//! terminal WebSocket) first, then `api`, which means the server is ready.
+//! supervisor or test started with port 0 learns the real port: `code` (the
+//! code interpreter, unless off) and `pty` (the terminal WebSocket) first,
+//! then `api`, which means the server is ready.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,7 +16,9 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::http::code_port::{self, CodeState};
 use crate::http::{self, AppState};
 use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
 use crate::pty::Terminals;
@@ -45,22 +48,30 @@ pub struct Running {
     pub api_addr: SocketAddr,
     /// Where the PTY WebSocket listens.
     pub pty_addr: SocketAddr,
+    /// Where the code interpreter listens, when it does.
+    pub code_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     api: JoinHandle<std::io::Result<()>>,
     pty: JoinHandle<std::io::Result<()>>,
+    code: Option<JoinHandle<std::io::Result<()>>>,
     terminals: Arc<Terminals>,
+    interpreter: Arc<CodeInterpreter>,
 }
 
 /// How long terminal shells get after `SIGHUP` at shutdown before `SIGKILL`.
 const TERMINAL_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// How long code contexts get to stop at shutdown.
+const CODE_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 impl Running {
-    /// Stops accepting, lets in-flight requests finish within the grace,
-    /// ends every terminal session, and waits.
+    /// Stops accepting, ends every terminal session and code context, lets
+    /// in-flight requests finish within the grace, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE).await;
-        for (name, task) in [("API", self.api), ("PTY", self.pty)] {
+        tokio::join!(self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE), self.interpreter.shutdown(CODE_SHUTDOWN_GRACE));
+        let listeners = [("API", self.api), ("PTY", self.pty)].into_iter().chain(self.code.map(|code| ("code", code)));
+        for (name, task) in listeners {
             match task.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!(error = %e, "{name} listener failed"),
@@ -113,20 +124,65 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let pty_listener = bind(&config.host, config.pty_port).await?;
     let pty_addr =
         pty_listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let state = AppState::new(Arc::clone(&engine), shutdown.clone())
+    let mut state = AppState::new(Arc::clone(&engine), shutdown.clone())
         .configured(config.terminals, config.commands.clone())
         .serving_pty(pty_addr.port());
+    state.interpreters = Arc::new(config.code.interpreters.clone());
     let terminals = Arc::clone(&state.terminals);
     if !state.commands.is_empty() {
         tracing::info!(commands = state.commands.len(), "registered commands loaded");
     }
+    let interpreter = CodeInterpreter::new(
+        CodeConfig {
+            max_contexts: config.code.max_contexts,
+            idle_timeout: config.code.idle_timeout,
+            interpreters: config.code.interpreters.clone(),
+            base_dir: engine.base_dir().to_path_buf(),
+        },
+        Arc::clone(&state.env),
+        shutdown.clone(),
+    );
+    let (code_addr, code) = match start_code(config, &engine, &interpreter, &shutdown).await? {
+        Some((addr, task)) => (Some(addr), Some(task)),
+        None => (None, None),
+    };
     let pty_router = http::pty::router(state.clone());
     let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
     announce("pty", pty_addr);
     let router = http::router(state);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, pty_addr, shutdown, api, pty, terminals })
+    Ok(Running { api_addr, pty_addr, code_addr, shutdown, api, pty, code, terminals, interpreter })
+}
+
+type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
+
+/// Starts the code-interpreter listener, unless it is off. A default port
+/// that is taken is logged and skipped (another code interpreter may own
+/// it); a configured one must be bound.
+async fn start_code(
+    config: &Config,
+    engine: &Arc<PolicyEngine>,
+    interpreter: &Arc<CodeInterpreter>,
+    shutdown: &CancellationToken,
+) -> Result<Option<Listener>, StartError> {
+    let Some(port) = config.code_port else { return Ok(None) };
+    let listener = match bind(&config.host, port).await {
+        Ok(listener) => listener,
+        Err(StartError::Bind { addr, source })
+            if !config.code_port_configured && source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            tracing::warn!(%addr, "the code-interpreter port is taken; serving without code contexts");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let state =
+        CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
+    announce("code", addr);
+    Ok(Some((addr, task)))
 }
 
 /// Binds a TCP listener with a backlog sized for bursts.

@@ -4,6 +4,7 @@
 //! endpoint table and its request and response types from `api`, so the
 //! client cannot drift from the server.
 
+mod code;
 mod commands;
 mod error;
 pub mod files;
@@ -16,6 +17,7 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use self::code::{CodeClient, ExecutionStream};
 pub use self::error::ClientError;
 pub use self::pty::{pty_url, PtyConnection, PtyReceiver, PtySender};
 use crate::api::{Capabilities, CheckRequest, Decision, ErrorBody, Health};

@@ -4,6 +4,8 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+mod code;
+pub mod code_port;
 mod commands;
 mod core;
 pub mod error;
@@ -59,6 +61,8 @@ pub struct AppState {
     pub terminals: Arc<Terminals>,
     /// Registered commands.
     pub commands: Arc<Registry>,
+    /// Interpreter programs of `/code/run`.
+    pub interpreters: Arc<crate::code::Interpreters>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -71,6 +75,7 @@ impl AppState {
         let env = Arc::new(ChildEnv::capture(&secrets));
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
+        let interpreters = Arc::new(crate::code::Interpreters::default());
         AppState {
             engine,
             shutdown,
@@ -79,6 +84,7 @@ impl AppState {
             files,
             terminals,
             commands: Arc::new(Registry::default()),
+            interpreters,
             served: Arc::new(served),
         }
     }

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{commands, core, files, files_transfer, pty, system, AppState};
+use super::{code, commands, core, files, files_transfer, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -44,6 +44,9 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "pty_detail" => bind(endpoint, pty::detail),
         "pty_resize" => bind(endpoint, pty::resize),
         "pty_delete_session" => bind(endpoint, pty::delete),
+        "code_run" => bind(endpoint, code::code_run),
+        "git_status" => bind(endpoint, code::git_status),
+        "git_diff" => bind(endpoint, code::git_diff),
         _ => return None,
     };
     Some(route)

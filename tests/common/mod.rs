@@ -76,6 +76,7 @@ impl ServerBuilder {
             .args(["--host", &self.host, "--port", "0", "--pty-port", "0"])
             .arg("--base-dir")
             .arg(&base)
+            .args(if self.args.iter().any(|a| a == "--code-port") { &[][..] } else { &["--code-port", "0"][..] })
             .args(&self.args)
             .env_remove("ABX_SERVER_TOKEN")
             .env_remove("ABX_SERVER_ENABLED_GROUPS")

@@ -61,7 +61,11 @@ def start_server(tmp_path: Path, *, token: str | None = TOKEN, args=(), env=None
     if token is not None:
         child_env["ABX_SERVER_TOKEN"] = token
     child_env.update(env or {})
-    command = [BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--pty-port", "0", "--base-dir", str(base), *args]
+    code_port = [] if "--code-port" in args else ["--code-port", "0"]
+    command = [
+        BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--pty-port", "0", *code_port,
+        "--base-dir", str(base), *args,
+    ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=child_env, cwd=tmp_path

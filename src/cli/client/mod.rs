@@ -6,6 +6,7 @@
 //! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to
 //! stderr and exits non-zero.
 
+mod code;
 mod commands;
 mod core;
 mod files;
@@ -51,6 +52,9 @@ pub enum ClientCommand {
     /// Registered commands.
     #[command(flatten)]
     Commands(commands::CommandsCommand),
+    /// Code execution and git.
+    #[command(flatten)]
+    Code(code::CodeCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
             ClientCommand::Files(command) => files::run(&client, command).await,
             ClientCommand::Pty(command) => pty::run(&client, command).await,
             ClientCommand::Commands(command) => commands::run(&client, command).await,
+            ClientCommand::Code(command) => code::run(&client, command).await,
         }
     });
     match result {

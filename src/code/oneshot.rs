@@ -1,0 +1,256 @@
+//! `POST /code/run`: one snippet run to completion by `python3 -c`,
+//! `node -e` or `bash -c`, with a timeout that kills its whole process
+//! group and output kept up to a limit (the rest is read and dropped, so
+//! memory stays flat and the program never blocks on a full pipe).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::time::Instant;
+
+use super::language::{find_program, Interpreters};
+use super::pipe::{PipeReader, Utf8Decoder};
+use super::spawn::{spawn, ExitInfo, SpawnSpec, Spawned};
+
+/// Languages of `/code/run`, with the reference's names.
+pub const LANGUAGES: [&str; 3] = ["bash", "node", "python"];
+/// Default timeout in seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
+/// Longest timeout in seconds.
+pub const MAX_TIMEOUT_SECONDS: u64 = 300;
+/// Output kept per stream when no policy limit is set.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A run to perform.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// `python`, `node` or `bash`.
+    pub language: String,
+    /// Source code.
+    pub code: String,
+    /// Kill the run after this long.
+    pub timeout: Duration,
+    /// Bytes kept per stream.
+    pub max_output_bytes: u64,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Environment.
+    pub env: BTreeMap<String, String>,
+    /// Interpreter programs.
+    pub interpreters: Interpreters,
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Standard output (up to the limit).
+    pub stdout: String,
+    /// Standard error (up to the limit).
+    pub stderr: String,
+    /// Exit status, or minus the signal.
+    pub exit_code: i32,
+    /// Wall-clock duration.
+    pub elapsed: Duration,
+    /// Whether output was cut.
+    pub truncated: bool,
+}
+
+/// Why a run has no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It ran past its timeout and was killed.
+    #[error("Code execution timed out after {0}s")]
+    TimedOut(u64),
+    /// The interpreter is not installed.
+    #[error("Runtime not found for language '{0}'")]
+    RuntimeNotFound(String),
+    /// The code does not fit on a command line.
+    #[error("The code is too large for a one-shot run; use a code context for programs this large")]
+    TooLarge,
+    /// Another start failure.
+    #[error("cannot start the {0} interpreter")]
+    Spawn(String, #[source] std::io::Error),
+}
+
+/// Runs `spec` to completion.
+///
+/// # Errors
+/// [`RunError`] when it cannot start or times out.
+pub async fn run(spec: RunSpec) -> Result<RunOutcome, RunError> {
+    let (program, flag) = match spec.language.as_str() {
+        "python" => (&spec.interpreters.python, "-c"),
+        "node" => (&spec.interpreters.node, "-e"),
+        _ => (&spec.interpreters.bash, "-c"),
+    };
+    let path = find_program(program, spec.env.get("PATH").map(String::as_str))
+        .ok_or_else(|| RunError::RuntimeNotFound(spec.language.clone()))?;
+    let started = Instant::now();
+    let spawned = spawn(SpawnSpec {
+        program: path,
+        args: vec![OsString::from(flag), OsString::from(&spec.code)],
+        cwd: spec.cwd.clone(),
+        env: spec.env.clone(),
+        channels: false,
+    })
+    .map_err(|e| match (e.kind(), e.raw_os_error()) {
+        (std::io::ErrorKind::NotFound, _) => RunError::RuntimeNotFound(spec.language.clone()),
+        (_, Some(7)) => RunError::TooLarge,
+        _ => RunError::Spawn(spec.language.clone(), e),
+    })?;
+    let collected = collect(spawned, spec.timeout, spec.max_output_bytes)
+        .await
+        .ok_or(RunError::TimedOut(spec.timeout.as_secs()))?;
+    Ok(RunOutcome {
+        stdout: collected.stdout,
+        stderr: collected.stderr,
+        exit_code: collected.exit.code(),
+        elapsed: started.elapsed(),
+        truncated: collected.truncated,
+    })
+}
+
+/// Output and exit of a program run to completion.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    /// Standard output, up to the limit.
+    pub stdout: String,
+    /// Standard error, up to the limit.
+    pub stderr: String,
+    /// How it ended.
+    pub exit: ExitInfo,
+    /// Whether either stream was cut.
+    pub truncated: bool,
+}
+
+/// Reads a child's output until it exits, keeping `limit` bytes per stream;
+/// `None` when it ran past `timeout` (its process group is then killed).
+///
+/// Once the child has exited, what is left in its pipes is read and the run
+/// is over, even when a background process it started still holds them.
+pub async fn collect(spawned: Spawned, timeout: Duration, limit: u64) -> Option<Collected> {
+    let Spawned { process, mut stdout, mut stderr, .. } = spawned;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let (mut out, mut err) = (Capture::new(limit), Capture::new(limit));
+    let (mut out_buf, mut err_buf) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
+    let mut exit = process.exit_watch();
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let info = loop {
+        let (out_open, err_open) = (!stdout.is_eof(), !stderr.is_eof());
+        tokio::select! {
+            read = stdout.read(&mut out_buf), if out_open => out.push(&out_buf, read),
+            read = stderr.read(&mut err_buf), if err_open => err.push(&err_buf, read),
+            info = exit.exited() => break info,
+            () = &mut deadline => {
+                process.signal_group(Signal::SIGKILL);
+                return None;
+            }
+        }
+    };
+    drain(&mut stdout, &mut out, &mut out_buf);
+    drain(&mut stderr, &mut err, &mut err_buf);
+    let truncated = out.truncated || err.truncated;
+    Some(Collected { stdout: out.finish(), stderr: err.finish(), exit: info, truncated })
+}
+
+fn drain(pipe: &mut PipeReader, capture: &mut Capture, buf: &mut [u8]) {
+    while let Ok(Some(n)) = pipe.read_now(buf) {
+        if n == 0 {
+            break;
+        }
+        capture.push(buf, Ok(n));
+    }
+}
+
+/// The first `limit` bytes of a stream, decoded; the rest is counted and dropped.
+struct Capture {
+    text: String,
+    decoder: Utf8Decoder,
+    kept: usize,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Capture {
+    fn new(limit: usize) -> Self {
+        Capture { text: String::new(), decoder: Utf8Decoder::default(), kept: 0, limit, truncated: false }
+    }
+
+    fn push(&mut self, buf: &[u8], read: std::io::Result<usize>) {
+        let Ok(n) = read else { return };
+        let room = self.limit - self.kept;
+        if n > room {
+            self.truncated = true;
+        }
+        let take = n.min(room);
+        if take > 0 {
+            self.text.push_str(&self.decoder.decode(&buf[..take]));
+            self.kept += take;
+        }
+    }
+
+    fn finish(mut self) -> String {
+        if !self.truncated {
+            // Only a complete stream may end with a lone partial character.
+            self.text.push_str(&self.decoder.finish());
+        }
+        self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(language: &str, code: &str, timeout: Duration, max: u64) -> RunSpec {
+        RunSpec {
+            language: language.into(),
+            code: code.into(),
+            timeout,
+            max_output_bytes: max,
+            cwd: std::env::temp_dir(),
+            env: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
+            interpreters: Interpreters::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn bash_output_and_exit_code() {
+        let outcome = run(spec("bash", "echo hi; echo err >&2; exit 4", Duration::from_secs(10), 1024)).await;
+        let outcome = outcome.expect("ran");
+        assert_eq!((outcome.stdout.as_str(), outcome.stderr.as_str(), outcome.exit_code), ("hi\n", "err\n", 4));
+        assert!(!outcome.truncated);
+    }
+
+    #[tokio::test]
+    async fn output_is_cut_at_the_limit_on_a_character_boundary() {
+        let outcome = run(spec("bash", "printf 'aé%.0s' {1..1000}", Duration::from_secs(10), 8)).await.expect("ran");
+        assert_eq!(outcome.stdout, "aéaéa");
+        assert!(outcome.truncated);
+    }
+
+    #[tokio::test]
+    async fn a_background_child_holding_the_pipe_does_not_hold_the_run() {
+        let started = Instant::now();
+        let outcome = run(spec("bash", "sleep 30 & echo done", Duration::from_secs(20), 1024)).await.expect("ran");
+        assert_eq!(outcome.stdout, "done\n");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn timeouts_kill_the_group() {
+        let err = run(spec("bash", "sleep 30", Duration::from_millis(200), 1024)).await.expect_err("timeout");
+        assert_eq!(err.to_string(), "Code execution timed out after 0s");
+    }
+
+    #[tokio::test]
+    async fn a_missing_runtime_is_named() {
+        let mut s = spec("node", "1", Duration::from_secs(1), 10);
+        s.interpreters.node = "/nonexistent/node".into();
+        let err = run(s).await.expect_err("missing");
+        assert_eq!(err.to_string(), "Runtime not found for language 'node'");
+    }
+}

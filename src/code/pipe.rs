@@ -1,0 +1,198 @@
+//! Non-blocking pipe ends for the tokio runtime, and an incremental UTF-8
+//! decoder for output read in arbitrary chunks.
+//!
+//! [`PipeReader::read_now`] reads straight from the descriptor without
+//! waiting for the reactor: the kernel runner uses it to drain output that
+//! is already in a pipe before it forwards a later event, which keeps
+//! output and results in the order the interpreter produced them.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use nix::errno::Errno;
+use tokio::net::unix::pipe::{Receiver, Sender};
+
+/// The read end of a pipe, registered with the runtime.
+#[derive(Debug)]
+pub struct PipeReader {
+    pipe: Receiver,
+    eof: bool,
+}
+
+impl PipeReader {
+    /// Wraps a pipe's read end (made non-blocking here).
+    ///
+    /// # Errors
+    /// The descriptor is not a pipe, or cannot be registered.
+    pub fn new(fd: OwnedFd) -> io::Result<Self> {
+        Ok(PipeReader { pipe: Receiver::from_owned_fd(fd)?, eof: false })
+    }
+
+    /// Whether every writer has closed the pipe.
+    pub fn is_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Reads what is available, waiting until something is; `Ok(0)` at end of file.
+    ///
+    /// Cancel-safe: nothing is read unless the future completes.
+    ///
+    /// # Errors
+    /// I/O errors of the descriptor.
+    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.eof {
+            return Ok(0);
+        }
+        loop {
+            self.pipe.readable().await?;
+            match self.pipe.try_read(buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(0);
+                }
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads what is in the pipe right now, without waiting for the runtime
+    /// to notice it: `Ok(None)` when it is empty.
+    ///
+    /// # Errors
+    /// I/O errors of the descriptor.
+    pub fn read_now(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if self.eof {
+            return Ok(Some(0));
+        }
+        loop {
+            match nix::unistd::read(self.pipe.as_fd(), buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(Some(0));
+                }
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::EAGAIN) => return Ok(None),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The write end of a pipe, registered with the runtime.
+#[derive(Debug)]
+pub struct PipeWriter {
+    pipe: Sender,
+}
+
+impl PipeWriter {
+    /// Wraps a pipe's write end (made non-blocking here).
+    ///
+    /// # Errors
+    /// The descriptor is not a pipe, or cannot be registered.
+    pub fn new(fd: OwnedFd) -> io::Result<Self> {
+        Ok(PipeWriter { pipe: Sender::from_owned_fd(fd)? })
+    }
+
+    /// Writes all of `data`, waiting while the pipe is full. Not cancel-safe.
+    ///
+    /// # Errors
+    /// `BrokenPipe` once the reader is gone, and other I/O errors.
+    pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            self.pipe.writable().await?;
+            match self.pipe.try_write(data) {
+                Ok(n) => data = &data[n..],
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes UTF-8 arriving in chunks: a character split across two reads is
+/// joined, never turned into two replacement characters; invalid bytes
+/// become U+FFFD.
+#[derive(Debug, Default)]
+pub struct Utf8Decoder {
+    carry: Vec<u8>,
+}
+
+impl Utf8Decoder {
+    /// Decodes `chunk`, keeping an incomplete trailing character for the next call.
+    pub fn decode(&mut self, chunk: &[u8]) -> String {
+        let mut bytes = std::mem::take(&mut self.carry);
+        bytes.extend_from_slice(chunk);
+        let keep = incomplete_tail(&bytes);
+        self.carry = bytes.split_off(bytes.len() - keep);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Whatever is held back, decoded (at end of stream).
+    pub fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.carry);
+        String::from_utf8_lossy(&rest).into_owned()
+    }
+}
+
+/// Length of a trailing sequence that starts a valid character but is cut short.
+fn incomplete_tail(bytes: &[u8]) -> usize {
+    let start = bytes.len().saturating_sub(3);
+    for i in (start..bytes.len()).rev() {
+        let b = bytes[i];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match b {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        let have = bytes.len() - i;
+        return if have < need && std::str::from_utf8(&bytes[i..]).is_err() { have } else { 0 };
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_characters_are_joined() {
+        let text = "héllo €𝄞!";
+        let bytes = text.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut decoder = Utf8Decoder::default();
+            let mut out = decoder.decode(&bytes[..cut]);
+            out.push_str(&decoder.decode(&bytes[cut..]));
+            out.push_str(&decoder.finish());
+            assert_eq!(out, text, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn invalid_bytes_become_replacement_characters() {
+        let mut decoder = Utf8Decoder::default();
+        assert_eq!(decoder.decode(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(decoder.decode(b"\xe2\x82"), "");
+        assert_eq!(decoder.finish(), "\u{fffd}");
+    }
+
+    #[tokio::test]
+    async fn read_now_sees_data_before_the_reactor_does() {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let mut reader = PipeReader::new(r).expect("reader");
+        let mut buf = [0u8; 16];
+        assert_eq!(reader.read_now(&mut buf).expect("read"), None);
+        nix::unistd::write(&w, b"abc").expect("write");
+        assert_eq!(reader.read_now(&mut buf).expect("read"), Some(3));
+        drop(w);
+        assert_eq!(reader.read(&mut buf).await.expect("read"), 0);
+        assert!(reader.is_eof());
+    }
+}
