@@ -10,6 +10,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use super::rules::{EffectiveRule, SymlinkMode};
 use super::Denial;
@@ -56,30 +57,26 @@ impl Op {
     }
 }
 
-/// The path rules of one endpoint, ready to check paths.
-#[derive(Debug, Clone)]
-pub struct PathGuard {
-    /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
-    roots: Vec<(PathBuf, PathBuf)>,
+/// The compiled `paths` section of one rule: roots, deny matchers and modes.
+///
+/// Built once per endpoint when the policy is compiled; a [`PathGuard`]
+/// adds the roots' real paths, resolved when a request needs them (a root may
+/// be created or re-pointed after the server starts).
+#[derive(Debug)]
+pub struct PathRules {
+    /// Lexically normalised roots; the first resolves relative paths.
+    roots: Vec<PathBuf>,
     deny: Vec<globset::GlobMatcher>,
     deny_prefixes: Vec<PathBuf>,
     read_only: bool,
     symlinks: SymlinkMode,
 }
 
-impl PathGuard {
-    /// The guard for `rule`, with `base_dir` as the root when the rule allows none.
-    pub fn new(base_dir: &Path, rule: &EffectiveRule) -> Self {
-        let raw_roots: Vec<PathBuf> =
-            if rule.allow.is_empty() { vec![base_dir.to_path_buf()] } else { rule.allow.clone() };
-        let roots = raw_roots
-            .into_iter()
-            .map(|r| {
-                let lexical = normalize(&r);
-                let real = realpath(&lexical);
-                (lexical, real)
-            })
-            .collect();
+impl PathRules {
+    /// Compiles `rule`'s path section, with `base_dir` as the root when the rule allows none.
+    pub fn compile(base_dir: &Path, rule: &EffectiveRule) -> Self {
+        let raw_roots: Vec<&Path> =
+            if rule.allow.is_empty() { vec![base_dir] } else { rule.allow.iter().map(PathBuf::as_path).collect() };
         let mut deny = Vec::new();
         let mut deny_prefixes: Vec<PathBuf> = SYSTEM_DENY.iter().map(PathBuf::from).collect();
         for pattern in &rule.deny {
@@ -89,7 +86,34 @@ impl PathGuard {
                 deny.push(m);
             }
         }
-        PathGuard { roots, deny, deny_prefixes, read_only: rule.read_only, symlinks: rule.symlinks }
+        PathRules {
+            roots: raw_roots.into_iter().map(normalize).collect(),
+            deny,
+            deny_prefixes,
+            read_only: rule.read_only,
+            symlinks: rule.symlinks,
+        }
+    }
+}
+
+/// The path rules of one endpoint, ready to check paths.
+#[derive(Debug, Clone)]
+pub struct PathGuard {
+    /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
+    roots: Vec<(PathBuf, PathBuf)>,
+    rules: Arc<PathRules>,
+}
+
+impl PathGuard {
+    /// The guard for `rule`, with `base_dir` as the root when the rule allows none.
+    pub fn new(base_dir: &Path, rule: &EffectiveRule) -> Self {
+        PathGuard::from_rules(Arc::new(PathRules::compile(base_dir, rule)))
+    }
+
+    /// A guard from compiled rules; resolves the roots now.
+    pub fn from_rules(rules: Arc<PathRules>) -> Self {
+        let roots = rules.roots.iter().map(|lexical| (lexical.clone(), realpath(lexical))).collect();
+        PathGuard { roots, rules }
     }
 
     /// The directory relative paths resolve against.
@@ -137,21 +161,26 @@ impl PathGuard {
         let Some(root) = self.roots.iter().find(|(_, real)| resolved.starts_with(real)) else {
             return Err(Denial::PathNotAllowed { field: label.to_string() });
         };
-        if self.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
+        if self.rules.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
             return Err(Denial::SymlinkDenied { field: label.to_string() });
         }
         if self.denied(resolved) || self.denied(lexical) {
             return Err(Denial::PathDenied { field: label.to_string() });
         }
-        if self.read_only && matches!(op, Op::Write | Op::Delete) {
+        if self.rules.read_only && matches!(op, Op::Write | Op::Delete) {
             return Err(Denial::ReadOnly { field: label.to_string() });
         }
         Ok(())
     }
 
     fn denied(&self, path: &Path) -> bool {
-        self.deny_prefixes.iter().any(|p| path.starts_with(p))
-            || path.ancestors().take_while(|a| *a != Path::new("/")).any(|a| self.deny.iter().any(|m| m.is_match(a)))
+        let rules = &self.rules;
+        rules.deny_prefixes.iter().any(|p| path.starts_with(p))
+            || (!rules.deny.is_empty()
+                && path
+                    .ancestors()
+                    .take_while(|a| *a != Path::new("/"))
+                    .any(|a| rules.deny.iter().any(|m| m.is_match(a))))
     }
 }
 
@@ -318,6 +347,48 @@ mod tests {
         assert!(guard.resolve("notes.txt", Op::Read, "").is_ok());
         assert_eq!(guard.resolve("notes.txt", Op::Write, "").map_err(|e| e.code()), Err("read_only"));
         assert!(guard.resolve("notes.txt", Op::Exec, "").is_ok());
+    }
+
+    #[test]
+    fn each_operation_is_checked_against_read_only() {
+        let (_dir, root) = base();
+        let writable = PathGuard::new(&root, &rule(|_| {}));
+        let read_only = PathGuard::new(&root, &rule(|r| r.read_only = true));
+        for (op, refused) in [(Op::Read, false), (Op::Write, true), (Op::Delete, true), (Op::Exec, false)] {
+            assert!(writable.resolve("f", op, "").is_ok(), "{op:?}");
+            let outcome = read_only.resolve("f", op, "").map_err(|e| e.code());
+            assert_eq!(outcome.is_err(), refused, "{op:?}: {outcome:?}");
+            assert_eq!(read_only.resolve("/etc/x", op, "").map_err(|e| e.code()), Err("path_not_allowed"), "{op:?}");
+        }
+        assert_eq!(read_only.check_resolved(&root.join("f"), Op::Delete).map_err(|e| e.code()), Err("read_only"));
+    }
+
+    #[test]
+    fn endpoints_have_the_reference_default_operations() {
+        let expected = [
+            ("files_stat", Op::Read),
+            ("files_download_stream", Op::Read),
+            ("files_mkdir", Op::Write),
+            ("files_upload_stream", Op::Write),
+            ("files_delete", Op::Delete),
+            ("files_move", Op::Delete),
+            ("shell", Op::Exec),
+            ("shell_stream", Op::Exec),
+            ("process_start", Op::Exec),
+        ];
+        for (endpoint, op) in expected {
+            assert_eq!(Op::default_for(endpoint), op, "{endpoint}");
+        }
+    }
+
+    #[test]
+    fn compiled_rules_are_shared_by_guards() {
+        let (_dir, root) = base();
+        let rules = Arc::new(PathRules::compile(&root, &rule(|r| r.deny = vec!["*.pem".into()])));
+        let (a, b) = (PathGuard::from_rules(Arc::clone(&rules)), PathGuard::from_rules(Arc::clone(&rules)));
+        assert_eq!(Arc::strong_count(&rules), 3);
+        assert_eq!(a.resolve("k.pem", Op::Read, "").map_err(|e| e.code()), Err("path_denied"));
+        assert!(b.resolve("k.txt", Op::Read, "").is_ok());
     }
 
     #[test]
