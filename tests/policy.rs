@@ -53,7 +53,13 @@ fn path_arg(path: &Path) -> String {
     path.display().to_string()
 }
 
-async fn call(server: &common::TestServer, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+async fn call(
+    server: &common::TestServer,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
     let mut request = server.http().request(method, server.at(path));
     if let Some(token) = token {
@@ -89,7 +95,10 @@ async fn policy_identities_scopes_and_discovery() {
     } else {
         assert_eq!((stat["enabled"].as_bool(), stat["reason"].as_str()), (Some(true), Some("not_implemented")));
     }
-    assert_eq!((doc["endpoints"]["shell"]["allowed"].as_bool(), doc["endpoints"]["shell"]["reason"].as_str()), (Some(false), Some("missing_scope")));
+    assert_eq!(
+        (doc["endpoints"]["shell"]["allowed"].as_bool(), doc["endpoints"]["shell"]["reason"].as_str()),
+        (Some(false), Some("missing_scope"))
+    );
     let pty = &doc["endpoints"]["pty_create_session"];
     assert_eq!((pty["enabled"].as_bool(), pty["rule"].as_str()), (Some(false), Some("policy:groups.terminal")));
 
@@ -110,7 +119,10 @@ async fn policy_identities_scopes_and_discovery() {
     );
     let (status, body) = call(&server, "GET", "/pty/sessions", Some(ADMIN), None).await;
     assert_eq!(status, 404);
-    assert_eq!((body["code"].as_str(), body["rule"].as_str()), (Some("endpoint_disabled"), Some("policy:groups.terminal")));
+    assert_eq!(
+        (body["code"].as_str(), body["rule"].as_str()),
+        (Some("endpoint_disabled"), Some("policy:groups.terminal"))
+    );
     assert_eq!(body["error"], "Endpoint 'pty_list_sessions' is disabled by rule policy:groups.terminal");
 }
 
@@ -196,17 +208,21 @@ async fn presets_come_from_the_flag_and_the_environment_in_the_reference_order()
 
     let (_a, transfer) = policy_file(&json!({"preset": "transfer-only"}));
     let inline = r#"{"preset": "read-only"}"#;
-    let server = common::server().env("ABX_SERVER_POLICY", inline).env("ABX_SERVER_POLICY_FILE", &path_arg(&transfer)).start();
-    let (status, body) = call(&server, "POST", "/shell", server.token.as_deref(), Some(json!({"command": "true"}))).await;
+    let server =
+        common::server().env("ABX_SERVER_POLICY", inline).env("ABX_SERVER_POLICY_FILE", &path_arg(&transfer)).start();
+    let (status, body) =
+        call(&server, "POST", "/shell", server.token.as_deref(), Some(json!({"command": "true"}))).await;
     assert_eq!((status, body["rule"].as_str()), (404, Some("preset:read-only:groups.process")));
     assert_eq!(preset_of(server).await.as_deref(), Some("read-only"), "ABX_SERVER_POLICY beats ABX_SERVER_POLICY_FILE");
 
     let server = common::server().env("ABX_SERVER_POLICY_FILE", &path_arg(&transfer)).start();
     assert_eq!(preset_of(server).await.as_deref(), Some("transfer-only"));
-    let server = common::server().env("ABX_SERVER_POLICY_FILE", &path_arg(&transfer)).args(["--preset", "hardened"]).start();
+    let server =
+        common::server().env("ABX_SERVER_POLICY_FILE", &path_arg(&transfer)).args(["--preset", "hardened"]).start();
     assert_eq!(preset_of(server).await.as_deref(), Some("hardened"), "--preset beats ABX_SERVER_POLICY_FILE");
     let (_b, file) = policy_file(&json!({"preset": "locked", "groups": ["dev_tools"]}));
-    let server = common::server().args(["--policy".into(), path_arg(&file), "--preset".into(), "transfer-only".into()]).start();
+    let server =
+        common::server().args(["--policy".into(), path_arg(&file), "--preset".into(), "transfer-only".into()]).start();
     let (_, doc) = call(&server, "GET", "/capabilities", server.token.as_deref(), None).await;
     assert_eq!(doc["policy"]["preset"], "transfer-only", "--preset replaces the file's preset");
     assert_eq!(doc["endpoints"]["files_upload_stream"]["enabled"], true);
@@ -227,15 +243,25 @@ fn a_mistake_in_the_policy_stops_the_server_with_its_path() {
     let out = serve_output(&["--policy", &path_arg(&path)], &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("policy error: policy.endpoints.files_lst: unknown endpoint (did you mean 'files_list'?)"), "{stderr}");
+    assert!(
+        stderr.contains("policy error: policy.endpoints.files_lst: unknown endpoint (did you mean 'files_list'?)"),
+        "{stderr}"
+    );
 
     let out = serve_output(&["--preset", "harden"], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown preset 'harden' (did you mean 'hardened'?)"));
-    let out = serve_output(&[], &[("ABX_SERVER_POLICY", r#"{"endpoints": {"shell": {"limits": {"timeout_seconds": 0}}}}"#)]);
+    let out =
+        serve_output(&[], &[("ABX_SERVER_POLICY", r#"{"endpoints": {"shell": {"limits": {"timeout_seconds": 0}}}}"#)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("policy.endpoints.shell.limits.timeout_seconds: expected a positive number, got 0"));
-    let out = serve_output(&[], &[("ABX_SERVER_POLICY", r#"{"auth": {"tokens": [{"id": "a", "scopes": ["*"], "token_env": "ABX_TEST_NOT_SET"}]}}"#)]);
+    let out = serve_output(
+        &[],
+        &[(
+            "ABX_SERVER_POLICY",
+            r#"{"auth": {"tokens": [{"id": "a", "scopes": ["*"], "token_env": "ABX_TEST_NOT_SET"}]}}"#,
+        )],
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("environment variable 'ABX_TEST_NOT_SET' is not set"));
     let yaml = path.with_extension("yaml");
     std::fs::write(&yaml, "preset: locked\n").expect("write");
@@ -245,11 +271,9 @@ fn a_mistake_in_the_policy_stops_the_server_with_its_path() {
 
 #[tokio::test]
 async fn the_rate_limit_holds_under_parallel_load() {
-    let (_dir, server) =
-        with_policy(&json!({"endpoints": {"capabilities_check": {"limits": {"rate_per_minute": 5}}}}));
-    let request = || {
-        server.http().post(server.at("/capabilities/check")).json(&json!({"endpoint": "files_stat"})).send()
-    };
+    let (_dir, server) = with_policy(&json!({"endpoints": {"capabilities_check": {"limits": {"rate_per_minute": 5}}}}));
+    let request =
+        || server.http().post(server.at("/capabilities/check")).json(&json!({"endpoint": "files_stat"})).send();
     let responses = futures_util::future::join_all((0..20).map(|_| request())).await;
     let mut admitted = 0;
     for response in responses {
@@ -294,7 +318,8 @@ async fn hold_slot(server: &common::TestServer) -> BufReader<TcpStream> {
 async fn finish(mut held: BufReader<TcpStream>) -> String {
     held.get_mut().write_all(br#"{"endpoint": "files_stat"}"#).await.expect("send body");
     let mut response = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(10), held.read(&mut response)).await.expect("answer").expect("read");
+    let n =
+        tokio::time::timeout(Duration::from_secs(10), held.read(&mut response)).await.expect("answer").expect("read");
     String::from_utf8_lossy(&response[..n]).into_owned()
 }
 
@@ -305,7 +330,8 @@ async fn the_concurrency_limit_holds_under_parallel_load() {
     for _ in 0..3 {
         held.push(hold_slot(&server).await);
     }
-    let request = || server.http().post(server.at("/capabilities/check")).json(&json!({"endpoint": "files_stat"})).send();
+    let request =
+        || server.http().post(server.at("/capabilities/check")).json(&json!({"endpoint": "files_stat"})).send();
     let refused = futures_util::future::join_all((0..10).map(|_| request())).await;
     for response in refused {
         let response = response.expect("response");
@@ -325,9 +351,11 @@ async fn the_concurrency_limit_holds_under_parallel_load() {
 
 #[tokio::test]
 async fn a_body_over_the_policy_limit_is_413_with_the_limit() {
-    let (_dir, server) = with_policy(&json!({"endpoints": {"capabilities_check": {"limits": {"max_request_bytes": "1KB"}}}}));
+    let (_dir, server) =
+        with_policy(&json!({"endpoints": {"capabilities_check": {"limits": {"max_request_bytes": "1KB"}}}}));
     let long = "a".repeat(2000);
-    let (status, body) = call(&server, "POST", "/capabilities/check", None, Some(json!({"endpoint": "files_stat", "path": long}))).await;
+    let (status, body) =
+        call(&server, "POST", "/capabilities/check", None, Some(json!({"endpoint": "files_stat", "path": long}))).await;
     assert_eq!(status, 413);
     assert_eq!((body["code"].as_str(), body["limit"].as_u64()), (Some("payload_too_large"), Some(1000)));
     assert_eq!(body["endpoint"], "capabilities_check");
@@ -383,7 +411,10 @@ async fn the_reference_documentation_example_works_unchanged() {
         .filter(|(_, e)| e["enabled"] == true)
         .map(|(id, _)| id.as_str())
         .collect();
-    assert_eq!(enabled, ["capabilities", "capabilities_check", "files_download_stream", "files_upload_stream", "health"]);
+    assert_eq!(
+        enabled,
+        ["capabilities", "capabilities_check", "files_download_stream", "files_upload_stream", "health"]
+    );
     if served(&server, "/files/download-stream?path=x").await {
         assert_eq!(doc["endpoints"]["files_download_stream"]["paths"]["allow"], json!(["/home/user/out"]));
     }
@@ -408,7 +439,11 @@ fn check_config(args: &[&str]) -> (Option<i32>, String, String) {
         .env_remove("ABX_SERVER_TOKEN")
         .output()
         .expect("run check-config");
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -426,15 +461,24 @@ fn check_config_prints_the_table_lints_and_explains() {
     let shell = doc["endpoints"].as_array().expect("rows").iter().find(|r| r["endpoint"] == "files_stat").cloned();
     let shell = shell.expect("files_stat row");
     assert_eq!(shell["paths"], json!({"allow": [], "deny": ["*.pem"], "read_only": true, "symlinks": "within"}));
-    assert!(doc["warnings"].as_array().expect("warnings").iter().any(|w| w.as_str().is_some_and(|w| w.starts_with("L1: identity 'admin'"))));
+    assert!(doc["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| w.as_str().is_some_and(|w| w.starts_with("L1: identity 'admin'"))));
 
-    let (code, out, _) = check_config(&["--policy", &policy, "--explain", "files_stat", "--path", "k.pem", "--scopes", "files:read"]);
+    let (code, out, _) =
+        check_config(&["--policy", &policy, "--explain", "files_stat", "--path", "k.pem", "--scopes", "files:read"]);
     assert_eq!(code, Some(3));
     assert_eq!(serde_json::from_str::<Value>(&out).expect("JSON")["code"], "path_denied");
-    let (code, _, _) = check_config(&["--policy", &policy, "--explain", "files_stat", "--path", "k.txt", "--op", "read"]);
+    let (code, _, _) =
+        check_config(&["--policy", &policy, "--explain", "files_stat", "--path", "k.txt", "--op", "read"]);
     assert_eq!(code, Some(0));
     let (code, out, _) = check_config(&["--policy", &policy, "--explain", "files_move", "--scopes", "files:read"]);
-    assert_eq!((code, serde_json::from_str::<Value>(&out).expect("JSON")["code"].clone()), (Some(3), json!("missing_scope")));
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&out).expect("JSON")["code"].clone()),
+        (Some(3), json!("missing_scope"))
+    );
 
     let (_bad_dir, bad) = policy_file(&json!({"groups": {"core": false}}));
     let (code, _, err) = check_config(&["--policy", &path_arg(&bad)]);

@@ -13,6 +13,7 @@
 mod auth;
 pub mod canonical;
 mod denial;
+mod deny;
 mod discovery;
 pub mod document;
 mod grant;

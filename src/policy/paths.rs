@@ -10,8 +10,9 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use super::deny::DenyList;
 use super::rules::{EffectiveRule, SymlinkMode};
 use super::Denial;
 
@@ -59,15 +60,15 @@ impl Op {
 
 /// The compiled `paths` section of one rule: roots, deny matchers and modes.
 ///
-/// Built once per endpoint when the policy is compiled; a [`PathGuard`]
-/// adds the roots' real paths, resolved when a request needs them (a root may
-/// be created or re-pointed after the server starts).
+/// Built once per endpoint when the policy is compiled. A root's real path is
+/// resolved once, when it first exists: re-pointing a root symlink later does
+/// not move the boundary, and a root created after the server started is
+/// found when it appears.
 #[derive(Debug)]
 pub struct PathRules {
     /// Lexically normalised roots; the first resolves relative paths.
-    roots: Vec<PathBuf>,
-    deny: Vec<globset::GlobMatcher>,
-    deny_prefixes: Vec<PathBuf>,
+    roots: Vec<Root>,
+    deny: DenyList,
     read_only: bool,
     symlinks: SymlinkMode,
 }
@@ -77,22 +78,37 @@ impl PathRules {
     pub fn compile(base_dir: &Path, rule: &EffectiveRule) -> Self {
         let raw_roots: Vec<&Path> =
             if rule.allow.is_empty() { vec![base_dir] } else { rule.allow.iter().map(PathBuf::as_path).collect() };
-        let mut deny = Vec::new();
-        let mut deny_prefixes: Vec<PathBuf> = SYSTEM_DENY.iter().map(PathBuf::from).collect();
-        for pattern in &rule.deny {
-            if pattern.starts_with('/') && !pattern.contains(['*', '?', '[']) {
-                deny_prefixes.push(PathBuf::from(pattern.trim_end_matches('/')));
-            } else if let Some(m) = deny_matcher(pattern) {
-                deny.push(m);
-            }
-        }
         PathRules {
-            roots: raw_roots.into_iter().map(normalize).collect(),
-            deny,
-            deny_prefixes,
+            roots: raw_roots.into_iter().map(|r| Root { lexical: normalize(r), real: OnceLock::new() }).collect(),
+            deny: DenyList::compile(rule.deny.iter().map(String::as_str), &SYSTEM_DENY),
             read_only: rule.read_only,
             symlinks: rule.symlinks,
         }
+    }
+}
+
+/// An allowed root directory.
+#[derive(Debug)]
+struct Root {
+    lexical: PathBuf,
+    /// Its real path, once it exists.
+    real: OnceLock<PathBuf>,
+}
+
+impl Root {
+    /// `(lexical, real)`; resolving only until the root exists.
+    fn resolve(&self) -> (PathBuf, PathBuf) {
+        let real = match self.real.get() {
+            Some(real) => real.clone(),
+            None => {
+                let (real, exists) = resolve_from(PathBuf::from("/"), &self.lexical);
+                if exists {
+                    let _ = self.real.set(real.clone());
+                }
+                real
+            }
+        };
+        (self.lexical.clone(), real)
     }
 }
 
@@ -110,9 +126,9 @@ impl PathGuard {
         PathGuard::from_rules(Arc::new(PathRules::compile(base_dir, rule)))
     }
 
-    /// A guard from compiled rules; resolves the roots now.
+    /// A guard from compiled rules.
     pub fn from_rules(rules: Arc<PathRules>) -> Self {
-        let roots = rules.roots.iter().map(|lexical| (lexical.clone(), realpath(lexical))).collect();
+        let roots = rules.roots.iter().map(Root::resolve).collect();
         PathGuard { roots, rules }
     }
 
@@ -139,7 +155,11 @@ impl PathGuard {
             return Err(invalid("Path too long"));
         }
         let lexical = normalize(&self.primary_root().join(raw));
-        let resolved = realpath(&lexical);
+        // Below a root, only the components under it need resolving: the root was resolved just now.
+        let resolved = match self.roots.iter().find_map(|(_, real)| Some((real, lexical.strip_prefix(real).ok()?))) {
+            Some((real, rest)) => resolve_from(real.clone(), rest).0,
+            None => realpath(&lexical),
+        };
         self.authorise(&lexical, &resolved, op, &label)?;
         Ok(resolved)
     }
@@ -164,7 +184,7 @@ impl PathGuard {
         if self.rules.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
             return Err(Denial::SymlinkDenied { field: label.to_string() });
         }
-        if self.denied(resolved) || self.denied(lexical) {
+        if self.denied(resolved) || (lexical != resolved && self.denied(lexical)) {
             return Err(Denial::PathDenied { field: label.to_string() });
         }
         if self.rules.read_only && matches!(op, Op::Write | Op::Delete) {
@@ -174,13 +194,7 @@ impl PathGuard {
     }
 
     fn denied(&self, path: &Path) -> bool {
-        let rules = &self.rules;
-        rules.deny_prefixes.iter().any(|p| path.starts_with(p))
-            || (!rules.deny.is_empty()
-                && path
-                    .ancestors()
-                    .take_while(|a| *a != Path::new("/"))
-                    .any(|a| rules.deny.iter().any(|m| m.is_match(a))))
+        self.rules.deny.matches(path)
     }
 }
 
@@ -188,23 +202,6 @@ impl PathGuard {
 fn lexically_inside(lexical: &Path, (lex_root, real_root): &(PathBuf, PathBuf), resolved: &Path) -> bool {
     let rel = lexical.strip_prefix(real_root).or_else(|_| lexical.strip_prefix(lex_root));
     rel.is_ok_and(|rel| real_root.join(rel) == resolved || (rel.as_os_str().is_empty() && resolved == real_root))
-}
-
-/// A deny pattern as a matcher over whole paths.
-///
-/// No `/` in the pattern: it matches any one component (`*.pem`, `.env`).
-/// Absolute: a directory prefix, globs allowed (`/home/*/.ssh`).
-/// Otherwise: the tail of a path (`**/.env`, `secrets/*.key`).
-fn deny_matcher(pattern: &str) -> Option<globset::GlobMatcher> {
-    let stripped = pattern.trim_end_matches('/');
-    let full = if !pattern.contains('/') {
-        format!("**/{stripped}")
-    } else if pattern.starts_with('/') {
-        stripped.to_string()
-    } else {
-        format!("**/{}", stripped.strip_prefix("**/").unwrap_or(stripped))
-    };
-    globset::GlobBuilder::new(&full).literal_separator(false).build().ok().map(|g| g.compile_matcher())
 }
 
 /// Lexically normalises an absolute path: removes `.`, resolves `..`, never above `/`.
@@ -225,8 +222,14 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// Resolves every symlink of an absolute, normalised path, as far as the path
 /// exists; the missing tail is appended lexically (like Python's `realpath`).
 pub fn realpath(path: &Path) -> PathBuf {
-    let mut resolved = PathBuf::from("/");
-    let mut pending: Vec<PathBuf> = path.components().rev().filter_map(component_part).collect();
+    resolve_from(PathBuf::from("/"), path).0
+}
+
+/// [`realpath`] of `start` joined with `rest`, where `start` is already
+/// resolved, and whether the whole path exists.
+fn resolve_from(start: PathBuf, rest: &Path) -> (PathBuf, bool) {
+    let mut resolved = start;
+    let mut pending: Vec<PathBuf> = rest.components().rev().filter_map(component_part).collect();
     let mut hops = 0;
     let mut exists = true;
     while let Some(part) = pending.pop() {
@@ -234,32 +237,27 @@ pub fn realpath(path: &Path) -> PathBuf {
             resolved.pop();
             continue;
         }
-        let candidate = resolved.join(&part);
+        resolved.push(&part);
         if !exists {
-            resolved = candidate;
             continue;
         }
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() && hops < 40 => {
+        // One readlink per component: it tells a symlink (and its target), an
+        // existing non-link (EINVAL) and a missing path apart in a single call.
+        match std::fs::read_link(&resolved) {
+            Ok(target) if hops < 40 => {
                 hops += 1;
-                match std::fs::read_link(&candidate) {
-                    Ok(target) => {
-                        if target.is_absolute() {
-                            resolved = PathBuf::from("/");
-                        }
-                        pending.extend(target.components().rev().filter_map(component_part));
-                    }
-                    Err(_) => resolved = candidate,
+                resolved.pop();
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
                 }
+                pending.extend(target.components().rev().filter_map(component_part));
             }
-            Ok(_) => resolved = candidate,
-            Err(_) => {
-                exists = false;
-                resolved = candidate;
-            }
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
+            Err(_) => exists = false,
         }
     }
-    resolved
+    (resolved, exists)
 }
 
 fn component_part(component: Component<'_>) -> Option<PathBuf> {
@@ -389,6 +387,44 @@ mod tests {
         assert_eq!(Arc::strong_count(&rules), 3);
         assert_eq!(a.resolve("k.pem", Op::Read, "").map_err(|e| e.code()), Err("path_denied"));
         assert!(b.resolve("k.txt", Op::Read, "").is_ok());
+    }
+
+    #[test]
+    fn resolving_below_a_root_follows_symlinks_like_realpath() {
+        let (_dir, root) = base();
+        std::fs::create_dir_all(root.join("real/sub")).expect("mkdir");
+        symlink("real/sub", root.join("link")).expect("symlink");
+        symlink("../../..", root.join("real/sub/up")).expect("symlink");
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        assert_eq!(guard.resolve("link/f", Op::Read, ""), Ok(root.join("real/sub/f")));
+        assert_eq!(guard.resolve("link/up/x", Op::Read, "").map_err(|e| e.code()), Err("path_not_allowed"));
+        assert_eq!(
+            guard.resolve(&root.join("link/f").display().to_string(), Op::Read, ""),
+            Ok(root.join("real/sub/f"))
+        );
+    }
+
+    #[test]
+    fn roots_are_resolved_once_they_exist() {
+        let (_dir, root) = base();
+        std::fs::create_dir(root.join("a")).expect("mkdir");
+        std::fs::create_dir(root.join("b")).expect("mkdir");
+        let link = root.join("work");
+        let rules = Arc::new(PathRules::compile(&link, &rule(|_| {})));
+        // Missing at first: resolved on every use until it appears.
+        assert_eq!(PathGuard::from_rules(Arc::clone(&rules)).primary_root(), link);
+        symlink(root.join("a"), &link).expect("symlink");
+        assert_eq!(PathGuard::from_rules(Arc::clone(&rules)).primary_root(), root.join("a"));
+        // Re-pointing it later does not move the boundary.
+        std::fs::remove_file(&link).expect("unlink");
+        symlink(root.join("b"), &link).expect("symlink");
+        let guard = PathGuard::from_rules(rules);
+        assert_eq!(guard.primary_root(), root.join("a"));
+        assert_eq!(guard.resolve("x", Op::Read, ""), Ok(root.join("a/x")));
+        assert_eq!(
+            guard.resolve(&link.join("x").display().to_string(), Op::Read, "").map_err(|e| e.code()),
+            Err("path_not_allowed")
+        );
     }
 
     #[test]
