@@ -19,6 +19,11 @@ Usage:
     bench/policy.py --ours target/release/agent-sandbox-server [--ref /path/to/agent-sandbox-server]
                     [--seconds 5] [--rounds 3] [--connections 16] [--threads 2] [--pin] [--json FILE]
 
+Besides throughput and latency it reports the server's CPU time per request
+(from /proc, user + system), which a busy machine disturbs much less than
+throughput, and the overhead of each configuration over `none` as the median
+of per-round ratios (configurations run back to back within a round).
+
 Prints markdown rows `| workload | ours | reference | ratio |` on stdout
 (bench/run collects them); progress goes to stderr. Not a test: the numbers
 depend on the machine and on what else runs on it.
@@ -175,6 +180,13 @@ def workload(server: Server) -> tuple[str, str, bytes | None, str]:
     return "POST", "/capabilities/check", body, "POST /capabilities/check with a path"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: float) -> dict:
     method, path, body, _ = work
     headers = [("Content-Type", "application/json")] if body is not None else []
@@ -190,6 +202,7 @@ def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: floa
     command = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{int(seconds)}s", "--timeout", "5s", "-s", script.name]
     if args.pin:
         command = ["taskset", "-c", args.client_cpus, *command]
+    cpu_before = cpu_seconds(server.process.pid)
     try:
         out = subprocess.run(
             [*command, f"http://{HOST}:{server.port}{path}"], capture_output=True, text=True, timeout=seconds + 60, check=True
@@ -199,6 +212,7 @@ def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: floa
     line = next(l for l in out.splitlines() if l.startswith("WRK-JSON "))
     result = json.loads(line[len("WRK-JSON "):])
     result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    result["cpu_us"] = (cpu_seconds(server.process.pid) - cpu_before) * 1e6 / max(result["requests"], 1)
     return result
 
 
@@ -218,15 +232,21 @@ def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str
             for config in order:
                 result = run_wrk(servers[config], work, args, args.seconds)
                 runs[config].append(result)
-                log(f"  {side:9} {config:5} round {r + 1}: {result['rps']:9.0f} req/s  p50 {result['p50_us']:7.0f} us  "
+                log(f"  {side:9} {config:5} round {r + 1}: {result['rps']:9.0f} req/s  {result['cpu_us']:6.1f} us CPU/req  "
+                    f"p50 {result['p50_us']:7.0f} us  "
                     f"p99 {result['p99_us']:7.0f} us  non-2xx {result['non_2xx']}  socket errors {result['socket_errors']}")
         medians = {}
+        # Each round's configurations ran back to back: their ratios cancel most of the machine's drift.
+        paired = {c: statistics.median(runs[c][i]["cpu_us"] / runs["none"][i]["cpu_us"] - 1 for i in range(args.rounds)) * 100
+                  for c in ("token", "full")}
         for config, results in runs.items():
             medians[config] = {
-                key: statistics.median(r[key] for r in results) for key in ("rps", "p50_us", "p90_us", "p99_us", "mean_us")
+                key: statistics.median(r[key] for r in results)
+                for key in ("rps", "cpu_us", "p50_us", "p90_us", "p99_us", "mean_us")
             }
             medians[config]["failed"] = sum(r["non_2xx"] + r["socket_errors"] for r in results)
             medians[config]["requests"] = sum(r["requests"] for r in results)
+            medians[config]["cpu_overhead_percent"] = paired.get(config, 0.0)
         return medians, work[3]
     finally:
         for server in servers.values():
@@ -286,8 +306,13 @@ def main() -> None:
                   ref[config]["p50_us"] if ref else None, "us", "lower"))
         print(row(f"policy bench, {label}, {config}: p99 latency", ours[config]["p99_us"],
                   ref[config]["p99_us"] if ref else None, "us", "lower"))
+    for config in CONFIGS:
+        print(row(f"policy bench, {label}, {config}: server CPU per request", ours[config]["cpu_us"],
+                  ref[config]["cpu_us"] if ref else None, "us", "lower"))
     for config in ("token", "full"):
-        print(row(f"policy bench, {label}: time per request, {config} vs none", overhead(ours, config),
+        print(row(f"policy bench, {label}: server CPU per request, {config} vs none (median of paired rounds)",
+                  ours[config]["cpu_overhead_percent"], ref[config]["cpu_overhead_percent"] if ref else None, "%", "lower"))
+        print(row(f"policy bench, {label}: time per request from throughput, {config} vs none", overhead(ours, config),
                   overhead(ref, config) if ref else None, "%", "lower"))
     failed = {side: {c: m["failed"] for c, m in r.items() if m["failed"]} for side, r in results.items()}
     if any(failed.values()):

@@ -6,6 +6,7 @@
 //! Exit codes: 0 valid, 1 invalid, 2 lint warnings with `--strict`,
 //! 3 `--explain` denied.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
@@ -59,6 +60,8 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     if let Some(file) = engine.policy_file() {
         warnings.extend(file_permission_warnings(file));
     }
+    // A closed pipe (`| head`) ends the output quietly rather than with a panic.
+    let mut out = std::io::stdout().lock();
     let mut rules: Vec<_> = engine.rules().iter().collect();
     rules.sort_by_key(|r| r.endpoint.id);
     if args.json {
@@ -70,18 +73,18 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
             "endpoints": rows,
             "warnings": warnings,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
         let source = if engine.origin().is_empty() { "built-in defaults" } else { engine.origin() };
-        println!("policy preset={} revision={} source={source}", engine.preset(), engine.revision());
+        let _ = writeln!(out, "policy preset={} revision={} source={source}", engine.preset(), engine.revision());
         for r in rules {
             let flag = if r.enabled { "on " } else { "off" };
             let scopes = if r.scopes.is_empty() { "-".to_string() } else { r.scopes.join(",") };
             let rule = if r.disabled_by.is_empty() { String::new() } else { format!(" rule={}", r.disabled_by) };
-            println!("  [{flag}] {:<36} scopes={scopes}{rule}", r.endpoint.id);
+            let _ = writeln!(out, "  [{flag}] {:<36} scopes={scopes}{rule}", r.endpoint.id);
         }
         for w in &warnings {
-            println!("warning: {w}");
+            let _ = writeln!(out, "warning: {w}");
         }
     }
     if args.strict && !warnings.is_empty() {
@@ -101,7 +104,7 @@ fn explain(engine: &PolicyEngine, endpoint: &str, args: &CheckConfigArgs) -> Exi
     let op = args.op.as_deref().and_then(Op::from_name);
     let paths: Vec<String> = args.path.iter().cloned().collect();
     let decision = engine.check(&identity, endpoint, &paths, op, &|_| true);
-    println!("{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
+    let _ = writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
     if decision.allowed {
         ExitCode::SUCCESS
     } else {
