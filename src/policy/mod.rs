@@ -404,6 +404,31 @@ mod tests {
     }
 
     #[test]
+    fn rules_an_exact_endpoint_cannot_take_are_refused() {
+        let refused = |policy: serde_json::Value| {
+            let document = document::parse(&policy).expect("valid syntax");
+            PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() })
+                .map(|_| ())
+                .expect_err("not applicable")
+                .to_string()
+        };
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"files_stat": {"limits": {"max_depth": 3}}}})),
+            "policy.endpoints.files_stat.limits.max_depth: not applicable to endpoint 'files_stat'"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"files_stat": {"params": {"overwrite": false}}}})),
+            "policy.endpoints.files_stat.params.overwrite: not applicable to endpoint 'files_stat'"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"system_info": {"paths": {"allow": ["/tmp"]}}}})),
+            "policy.endpoints.system_info.paths: not applicable to endpoint 'system_info'"
+        );
+        let glob = document::parse(&serde_json::json!({"endpoints": {"files_*": {"limits": {"max_depth": 3}}}}));
+        assert!(PolicyEngine::new(PolicyInputs { document: glob.ok(), ..PolicyInputs::default() }).is_ok());
+    }
+
+    #[test]
     fn rules_are_found_for_table_entries_and_copies() {
         let e = engine(PolicyInputs::default());
         for endpoint in ENDPOINTS {
