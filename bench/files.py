@@ -2,17 +2,23 @@
 """File-transfer benchmark: ours against the Python reference and this machine's own limits.
 
 Usage: bench/files.py --ours target/release/agent-sandbox-server --ref /tmp/ref/bin/agent-sandbox-server
+       [--rounds 5] [--size BYTES] [--durability off|on|both] [--workloads up,down,json]
 
-Starts both servers on loopback (ABX_SERVER_TOKEN set, fresh base directories under --workdir),
-then measures:
-  * a 1 GiB streaming upload (PUT /files/content) against `dd ... conv=fsync` writing the same
-    bytes to the same disk (the server fdatasyncs before renaming into place: same durability);
+Starts the servers on loopback (ABX_SERVER_TOKEN set, fresh base directories under --workdir),
+then measures, alternating ours and the baseline in every round (medians reported):
+  * a 1 GiB streaming upload (PUT /files/content) against `dd` writing the same bytes to the
+    same disk with the same durability: plain `dd` against the server's default (no sync),
+    `dd conv=fsync` against a server started with ABX_SERVER_SYNC_WRITES=true (fdatasync
+    before the rename). Every upload and every dd starts from a clean page cache state: the
+    previous output is removed and `sync` runs, untimed;
   * a 1 GiB streaming download (GET /files/content) against sending the same cached file over
     loopback with sendfile(2) to the same receiver;
-  * the server's peak RSS growth during each (VmHWM after resetting it, minus VmRSS before);
+  * the server's peak RSS growth during each (VmHWM after resetting it, minus VmRSS before) and
+    its CPU time per GiB (user + system, from /proc), which the machine's load disturbs less;
   * the reference's JSON/base64 transfers of a 5 MiB file, ours and the reference's
     (a fresh connection per request for both, bodies read but not decoded).
-Prints markdown rows `| workload | ours | reference | ratio |`. Standalone: stdlib only.
+Prints the load average to stderr and markdown rows `| workload | ours | reference | ratio |`
+(the ratio is ours over the baseline: above 1 is better). Standalone: stdlib only.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +41,7 @@ from pathlib import Path
 TOKEN = "bench-token"
 GIB = 1024**3
 MIB = 1024**2
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -42,10 +51,11 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, binary: str, base: Path, log: Path) -> None:
+    def __init__(self, binary: str, base: Path, log: Path, env_extra: dict[str, str] | None = None) -> None:
         self.port, pty = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("ABX_")}
-        env.update(ABX_SERVER_TOKEN=TOKEN, ABX_SERVER_BASE_DIR=str(base), RUST_LOG="warn")
+        env.update(ABX_SERVER_TOKEN=TOKEN, ABX_SERVER_BASE_DIR=str(base), RUST_LOG="warn", ABX_CODE_PORT="off")
+        env.update(env_extra or {})
         args = [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--pty-port", str(pty)]
         self.process = subprocess.Popen(args, env=env, cwd=base, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
         deadline = time.monotonic() + 30
@@ -80,6 +90,21 @@ class Server:
 
     def peak(self) -> int:
         return self._status("VmHWM")
+
+    def cpu(self) -> float:
+        """User plus system CPU seconds of the server so far (all threads)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class Sample:
+    """One measured transfer of ours: seconds, peak RSS growth, CPU seconds."""
+
+    def __init__(self, server: Server, run) -> None:
+        before, cpu = server.reset_peak(), server.cpu()
+        self.seconds = run()
+        self.growth = server.peak() - before
+        self.cpu = server.cpu() - cpu
 
 
 def receive(sock: socket.socket, length: int, already: int = 0) -> None:
@@ -152,12 +177,18 @@ def sendfile_baseline(source: Path) -> float:
     return elapsed
 
 
-def dd_baseline(source: Path, target: Path) -> float:
+def dd_baseline(source: Path, target: Path, fsync: bool) -> float:
+    command = ["dd", f"if={source}", f"of={target}", "bs=1M"] + (["conv=fsync"] if fsync else [])
     started = time.perf_counter()
-    subprocess.run(["dd", f"if={source}", f"of={target}", "bs=1M", "conv=fsync"], check=True, capture_output=True)
-    elapsed = time.perf_counter() - started
-    target.unlink()
-    return elapsed
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def clean(*paths: Path) -> None:
+    """Removes earlier outputs and flushes every dirty page, so each write starts alike (untimed)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    os.sync()
 
 
 def json_request(port: int, method: str, url: str, body: bytes | None = None) -> float:
@@ -180,8 +211,12 @@ def warm(path: Path) -> None:
             pass
 
 
-def best(times: list[float]) -> float:
-    return sorted(times)[len(times) // 2]
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:
@@ -190,8 +225,16 @@ def main() -> None:
     parser.add_argument("--ref", required=True)
     parser.add_argument("--workdir", default=None, help="where files go (default: a temp dir on /tmp's disk)")
     parser.add_argument("--size", type=int, default=GIB, help="streaming file size in bytes")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--durability",
+        choices=["off", "on", "both"],
+        default="both",
+        help="upload with the server's default (off), with ABX_SERVER_SYNC_WRITES=true (on), or both",
+    )
+    parser.add_argument("--workloads", default="up,down,json", help="comma-separated: up, down, json")
     args = parser.parse_args()
+    workloads = set(args.workloads.split(","))
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="abx-bench-files-"))
     ours_base, ref_base = work / "ours", work / "ref"
@@ -203,59 +246,92 @@ def main() -> None:
         for _ in range(args.size // MIB):
             f.write(chunk)
     warm(source)
+    print(f"load average at start: {load()}", file=sys.stderr)
     rows: list[tuple[str, str, str, str]] = []
-    ours = Server(args.ours, ours_base, work / "ours.log")
-    ref = Server(args.ref, ref_base, work / "ref.log")
+    mb = args.size / 1e6
+    gib = args.size / GIB
+    label = f"{args.size / GIB:g} GiB" if args.size >= GIB else f"{args.size / MIB:g} MiB"
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.durability]
     try:
-        mb = args.size / 1e6
-        label = f"{args.size / GIB:g} GiB" if args.size >= GIB else f"{args.size / MIB:g} MiB"
-        up_times, up_growth = [], []
-        for i in range(args.rounds):
-            before = ours.reset_peak()
-            up_times.append(http_upload(ours.port, f"{ours_base}/up{i}.bin", source))
-            up_growth.append(ours.peak() - before)
-            (ours_base / f"up{i}.bin").unlink()
-        dd = best([dd_baseline(source, ours_base / "dd.bin") for _ in range(args.rounds)])
-        up = best(up_times)
-        rows.append((f"{label} upload, PUT /files/content vs dd conv=fsync (machine limit)", f"{mb / up:.0f} MB/s", f"{mb / dd:.0f} MB/s", f"{dd / up:.2f}"))
-        shutil.copyfile(source, ours_base / "down.bin")
-        warm(ours_base / "down.bin")
-        down_times, down_growth = [], []
-        for _ in range(args.rounds):
-            before = ours.reset_peak()
-            down_times.append(http_download(ours.port, f"{ours_base}/down.bin"))
-            down_growth.append(ours.peak() - before)
-        base = best([sendfile_baseline(ours_base / "down.bin") for _ in range(args.rounds)])
-        down = best(down_times)
-        rows.append((f"{label} download, GET /files/content vs sendfile over loopback (machine limit)", f"{mb / down:.0f} MB/s", f"{mb / base:.0f} MB/s", f"{base / down:.2f}"))
-        rows.append((f"server RSS growth, {label} upload (max of {args.rounds})", f"{max(up_growth) / MIB:.1f} MiB", "—", "—"))
-        rows.append((f"server RSS growth, {label} download (max of {args.rounds})", f"{max(down_growth) / MIB:.1f} MiB", "—", "—"))
-
-        payload = os.urandom(5 * MIB)
-        (ours_base / "j.bin").write_bytes(payload)
-        (ref_base / "j.bin").write_bytes(payload)
-        encoded = base64.b64encode(payload).decode()
-        for name, server, base_dir in (("ours", ours, ours_base), ("ref", ref, ref_base)):
-            body = json.dumps({"path": f"{base_dir}/ju.bin", "content_base64": encoded}).encode()
-            json_request(server.port, "POST", "/files/upload-stream", body)
-            json_request(server.port, "GET", f"/files/download-stream?path={base_dir}/j.bin")
-        results = {}
-        for name, server, base_dir in (("ours", ours, ours_base), ("ref", ref, ref_base)):
-            body = json.dumps({"path": f"{base_dir}/ju.bin", "content_base64": encoded}).encode()
-            results[(name, "up")] = best([json_request(server.port, "POST", "/files/upload-stream", body) for _ in range(10)])
-            results[(name, "down")] = best([json_request(server.port, "GET", f"/files/download-stream?path={base_dir}/j.bin") for _ in range(10)])
-        for kind, what in (("up", "upload, POST /files/upload-stream"), ("down", "download, GET /files/download-stream")):
-            o, r = results[("ours", kind)], results[("ref", kind)]
-            rows.append((f"5 MiB JSON/base64 {what}", f"{5 * MIB / 1e6 / o:.0f} MB/s ({o * 1000:.1f} ms)", f"{5 * MIB / 1e6 / r:.0f} MB/s ({r * 1000:.1f} ms)", f"{r / o:.1f}x"))
+        if "up" in workloads:
+            for sync in modes:
+                env = {"ABX_SERVER_SYNC_WRITES": "true" if sync else "false"}
+                ours = Server(args.ours, ours_base, work / "ours.log", env)
+                try:
+                    target, dd_target = ours_base / "up.bin", ours_base / "dd.bin"
+                    samples, dd_times = [], []
+                    for i in range(args.rounds):
+                        for first in ([True, False] if i % 2 == 0 else [False, True]):
+                            clean(target, dd_target)
+                            if first:
+                                samples.append(Sample(ours, lambda: http_upload(ours.port, str(target), source)))
+                            else:
+                                dd_times.append(dd_baseline(source, dd_target, sync))
+                    clean(target, dd_target)
+                finally:
+                    ours.stop()
+                up, dd = median([s.seconds for s in samples]), median(dd_times)
+                what = "sync_writes on vs dd conv=fsync" if sync else "default (no sync) vs dd"
+                rows.append((f"{label} upload, PUT /files/content, {what} (machine limit)", f"{mb / up:.0f} MB/s", f"{mb / dd:.0f} MB/s", f"{dd / up:.2f}"))
+                rows.append((f"server CPU per GiB uploaded, {what.split(' vs')[0]}", f"{median([s.cpu for s in samples]) / gib:.2f} s", "—", "—"))
+                rows.append((f"server RSS growth, {label} upload, {what.split(' vs')[0]} (max of {args.rounds})", f"{max(s.growth for s in samples) / MIB:.1f} MiB", "—", "—"))
+        if "down" in workloads:
+            ours = Server(args.ours, ours_base, work / "ours.log")
+            try:
+                shutil.copyfile(source, ours_base / "down.bin")
+                warm(ours_base / "down.bin")
+                samples, base_times = [], []
+                for i in range(args.rounds):
+                    for first in ([True, False] if i % 2 == 0 else [False, True]):
+                        if first:
+                            samples.append(Sample(ours, lambda: http_download(ours.port, f"{ours_base}/down.bin")))
+                        else:
+                            base_times.append(sendfile_baseline(ours_base / "down.bin"))
+            finally:
+                ours.stop()
+            down, base = median([s.seconds for s in samples]), median(base_times)
+            rows.append((f"{label} download, GET /files/content vs sendfile over loopback (machine limit)", f"{mb / down:.0f} MB/s", f"{mb / base:.0f} MB/s", f"{base / down:.2f}"))
+            rows.append(("server CPU per GiB downloaded", f"{median([s.cpu for s in samples]) / gib:.2f} s", "—", "—"))
+            rows.append((f"server RSS growth, {label} download (max of {args.rounds})", f"{max(s.growth for s in samples) / MIB:.1f} MiB", "—", "—"))
+        if "json" in workloads:
+            rows.extend(json_rows(args, work, ours_base, ref_base))
     finally:
-        ours.stop()
-        ref.stop()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    print(f"load average at end: {load()}", file=sys.stderr)
     print("| workload | ours | reference | ratio |")
     print("|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+def json_rows(args: argparse.Namespace, work: Path, ours_base: Path, ref_base: Path) -> list[tuple[str, str, str, str]]:
+    """The 5 MiB JSON/base64 transfers, ours (default durability) and the reference's, alternating."""
+    payload = os.urandom(5 * MIB)
+    encoded = base64.b64encode(payload).decode()
+    ours = Server(args.ours, ours_base, work / "ours.log", {"ABX_SERVER_SYNC_WRITES": "false"})
+    ref = Server(args.ref, ref_base, work / "ref.log")
+    servers = (("ours", ours, ours_base), ("ref", ref, ref_base))
+    results: dict[tuple[str, str], list[float]] = {}
+    try:
+        bodies = {}
+        for name, server, base_dir in servers:
+            (base_dir / "j.bin").write_bytes(payload)
+            bodies[name] = json.dumps({"path": f"{base_dir}/ju.bin", "content_base64": encoded}).encode()
+            json_request(server.port, "POST", "/files/upload-stream", bodies[name])
+            json_request(server.port, "GET", f"/files/download-stream?path={base_dir}/j.bin")
+        for i in range(10):
+            for name, server, base_dir in servers if i % 2 == 0 else servers[::-1]:
+                results.setdefault((name, "up"), []).append(json_request(server.port, "POST", "/files/upload-stream", bodies[name]))
+                results.setdefault((name, "down"), []).append(json_request(server.port, "GET", f"/files/download-stream?path={base_dir}/j.bin"))
+    finally:
+        ours.stop()
+        ref.stop()
+    rows = []
+    for kind, what in (("up", "upload, POST /files/upload-stream"), ("down", "download, GET /files/download-stream")):
+        o, r = median(results[("ours", kind)]), median(results[("ref", kind)])
+        rows.append((f"5 MiB JSON/base64 {what}", f"{5 * MIB / 1e6 / o:.0f} MB/s ({o * 1000:.1f} ms)", f"{5 * MIB / 1e6 / r:.0f} MB/s ({r * 1000:.1f} ms)", f"{r / o:.1f}x"))
+    return rows
 
 
 if __name__ == "__main__":
