@@ -151,6 +151,9 @@ pub struct ServeArgs {
     /// bash interpreter [default: bash].
     #[arg(long, env = "ABX_CODE_BASH", value_name = "PROGRAM")]
     pub code_bash: Option<String>,
+    /// fdatasync every uploaded file before putting it in place [default: false].
+    #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub sync_writes: Option<bool>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -200,6 +203,8 @@ pub struct FileConfig {
     pub code_node: Option<String>,
     /// bash interpreter.
     pub code_bash: Option<String>,
+    /// Whether uploads are flushed to disk before they are put in place.
+    pub sync_writes: Option<bool>,
 }
 
 /// Why a configuration cannot be used.
@@ -282,6 +287,8 @@ pub struct Config {
     pub code_port_configured: bool,
     /// Code contexts and their interpreters.
     pub code: CodeSettings,
+    /// Whether uploads are `fdatasync`ed before they are put in place.
+    pub sync_writes: bool,
 }
 
 /// Settings of code execution.
@@ -368,6 +375,7 @@ impl Config {
             code_port_configured: args.code_port.or(file.code_port).is_some(),
             code_port: args.code_port.or(file.code_port).unwrap_or(PortSetting::Port(DEFAULT_CODE_PORT)).port(),
             code,
+            sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
         })
     }
 
@@ -457,6 +465,11 @@ mod tests {
         let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
         assert_eq!((defaults.port, defaults.pty_port, defaults.host.as_str()), (9000, 9001, "0.0.0.0"));
         assert_eq!(defaults.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+        assert!(!defaults.sync_writes, "uploads are not synced unless asked");
+        let file = parse_file("sync_writes = true").expect("valid");
+        assert!(Config::merge(ServeArgs::default(), file.clone(), None).expect("valid").sync_writes);
+        let args = ServeArgs { sync_writes: Some(false), ..ServeArgs::default() };
+        assert!(!Config::merge(args, file, None).expect("valid").sync_writes, "the flag beats the file");
     }
 
     #[test]
@@ -502,6 +515,7 @@ mod tests {
             "code_python",
             "code_node",
             "code_bash",
+            "sync_writes",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

@@ -16,7 +16,7 @@
 //!   search, archive and the tree checks.
 //! - [`list`], [`ops`], [`search`]: listing and stat; mkdir, delete, move;
 //!   name and content search.
-//! - [`write`]: atomic writes (unnamed temp file, fsync, link or rename into
+//! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
 //!   place); [`upload`]: streamed and resumable uploads ([`Files`]).
 //! - [`read`]: streamed reads, ranges, and the base64 JSON body.
 //! - [`archive`]: tar.gz and zip archives built in a temp file.

@@ -12,7 +12,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use super::meta::{Kind, Stat};
 use super::safe::{self, dir_flags, root_untouchable, Resolved};
 use super::walk::{walk, Flow};
-use super::write::{AtomicFile, SweptDirs};
+use super::write::{AtomicFile, Writes};
 use super::FsError;
 use crate::policy::{Denial, Op, PathGuard};
 
@@ -57,7 +57,7 @@ pub fn rename(
     source: &Resolved,
     destination: &Resolved,
     raw_source: &str,
-    swept: &SweptDirs,
+    writes: &Writes,
 ) -> Result<PathBuf, FsError> {
     if source.is_root() || guard.is_root(&source.path) {
         return Err(root_untouchable());
@@ -84,7 +84,7 @@ pub fn rename(
     match renameat(&src_dir, src_name.as_os_str(), &dst_dir, dst_name) {
         Ok(()) => Ok(destination.path),
         Err(Errno::EXDEV) if stat.kind == Kind::File => {
-            copy_file(guard, &src_dir, &src_name, &destination, swept)?;
+            copy_file(guard, &src_dir, &src_name, &destination, writes)?;
             unlinkat(&src_dir, src_name.as_os_str(), UnlinkatFlags::NoRemoveDir)
                 .map_err(|e| FsError::errno(&source.path, e))?;
             Ok(destination.path)
@@ -128,12 +128,12 @@ fn copy_file(
     src_dir: &OwnedFd,
     src_name: &std::ffi::OsStr,
     destination: &Resolved,
-    swept: &SweptDirs,
+    writes: &Writes,
 ) -> Result<(), FsError> {
     let fd = openat(src_dir, src_name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| FsError::errno(&destination.path, e))?;
     let mut source = std::fs::File::from(fd);
-    let mut file = AtomicFile::create(guard, destination, true, swept)?;
+    let mut file = AtomicFile::create(guard, destination, true, writes)?;
     let mut buffer = vec![0u8; 256 * 1024];
     loop {
         let n = std::io::Read::read(&mut source, &mut buffer).map_err(|e| FsError::io(&destination.path, e))?;

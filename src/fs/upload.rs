@@ -21,7 +21,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::safe::Resolved;
-use super::write::{AtomicFile, Committed, SweptDirs};
+use super::write::{AtomicFile, Committed, Writes};
 use super::FsError;
 use crate::policy::{Denial, PathGuard};
 
@@ -112,11 +112,11 @@ enum Slot {
     Busy { size: u64, progress: Arc<AtomicU64> },
 }
 
-/// The upload state of a server: resumable sessions and swept directories.
+/// The upload state of a server: resumable sessions and the shared state of its writes.
 #[derive(Default)]
 pub struct Files {
     sessions: Mutex<HashMap<PathBuf, Slot>>,
-    swept: SweptDirs,
+    writes: Writes,
 }
 
 enum Chunk {
@@ -125,9 +125,14 @@ enum Chunk {
 }
 
 impl Files {
-    /// Directories already swept for stale temp files.
-    pub fn swept(&self) -> &SweptDirs {
-        &self.swept
+    /// Upload state whose writes `fdatasync` before they are put in place when `sync_writes`.
+    pub fn new(sync_writes: bool) -> Self {
+        Files { sessions: Mutex::default(), writes: Writes::new(sync_writes) }
+    }
+
+    /// What this server's atomic writes share (durability, swept directories).
+    pub fn writes(&self) -> &Writes {
+        &self.writes
     }
 
     /// Writes `body` to `target` atomically (`len`: the declared length, if any).
@@ -261,7 +266,7 @@ impl Files {
         let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
         let overwrite = policy.overwrite;
         super::blocking(move || {
-            let mut file = AtomicFile::create(&guard, &target, overwrite, &files.swept)?;
+            let mut file = AtomicFile::create(&guard, &target, overwrite, &files.writes)?;
             let mut out = vec![0u8; CHUNK / 4 * 3];
             for piece in text.chunks(CHUNK) {
                 let n = base64::Engine::decode_slice(&BASE64, piece, &mut out)
@@ -280,7 +285,7 @@ impl Files {
         overwrite: bool,
     ) -> Result<AtomicFile, FsError> {
         let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
-        super::blocking(move || AtomicFile::create(&guard, &target, overwrite, &files.swept)).await
+        super::blocking(move || AtomicFile::create(&guard, &target, overwrite, &files.writes)).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {

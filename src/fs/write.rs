@@ -3,12 +3,14 @@
 //! New content goes to an unnamed temp file (`O_TMPFILE`) in the target's
 //! directory, so an aborted write (client gone, server killed) leaves
 //! nothing behind: the kernel frees the inode. When every byte is there the
-//! data is `fdatasync`ed, the file takes the old file's mode, and it is
-//! linked into place: with `linkat` when overwriting is off (atomic
-//! no-clobber), else linked under a temp name (`.abx-upload-*`) and renamed
-//! over the target; then the directory is `fsync`ed. Readers see the old
-//! content or the new, never a mix, and a successful answer means the bytes
-//! are on disk. Where `O_TMPFILE` is unsupported a named temp file is used
+//! file takes the old file's mode and is linked into place: with `linkat`
+//! when overwriting is off (atomic no-clobber), else linked under a temp
+//! name (`.abx-upload-*`) and renamed over the target. Readers see the old
+//! content or the new, never a mix. With [`Writes::sync`] the data is
+//! `fdatasync`ed before the link and the directory `fsync`ed after, so a
+//! successful answer also means the bytes are on disk (durable across a
+//! power loss); without it they are in the page cache, as any unsynced
+//! write. Where `O_TMPFILE` is unsupported a named temp file is used
 //! instead. Named temp files are `flock`ed while in use; a stale one (its
 //! writer died) is removed by the next write into the same directory.
 
@@ -42,6 +44,7 @@ pub struct AtomicFile {
     temp_name: Option<OsString>,
     target: PathBuf,
     written: u64,
+    sync: bool,
 }
 
 /// The result of a committed write.
@@ -60,7 +63,7 @@ impl AtomicFile {
     ///
     /// # Errors
     /// [`FsError::IsADirectory`], [`FsError::Exists`], path refusals and I/O errors.
-    pub fn create(guard: &PathGuard, target: &Resolved, overwrite: bool, swept: &SweptDirs) -> Result<Self, FsError> {
+    pub fn create(guard: &PathGuard, target: &Resolved, overwrite: bool, writes: &Writes) -> Result<Self, FsError> {
         if target.is_root() {
             return Err(FsError::IsADirectory(target.path.clone()));
         }
@@ -79,11 +82,12 @@ impl AtomicFile {
             Some(_) if !overwrite => return Err(FsError::Exists),
             _ => {}
         }
-        swept.sweep_once(&dir, parent);
+        writes.swept.sweep_once(&dir, parent);
         let (file, temp_name) = open_temp(&dir).map_err(|e| FsError::errno(&target.path, e))?;
         let file =
             Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| FsError::errno(&target.path, e))?;
-        Ok(AtomicFile { file, dir, name: name.to_os_string(), temp_name, target: target.path.clone(), written: 0 })
+        let name = name.to_os_string();
+        Ok(AtomicFile { file, dir, name, temp_name, target: target.path.clone(), written: 0, sync: writes.sync })
     }
 
     /// Appends `data`.
@@ -117,14 +121,16 @@ impl AtomicFile {
         Ok(())
     }
 
-    /// Makes the content durable and puts it in place atomically.
+    /// Puts the content in place atomically (durably first when syncing).
     ///
     /// # Errors
     /// [`FsError::Exists`] when overwriting is off and the target appeared,
     /// [`FsError::NoSpace`], and I/O errors. The target is untouched on error.
     pub fn commit(mut self, overwrite: bool) -> Result<Committed, FsError> {
         let path = self.target.clone();
-        self.file.sync_data().map_err(|e| FsError::io(&path, e))?;
+        if self.sync {
+            self.file.sync_data().map_err(|e| FsError::io(&path, e))?;
+        }
         let before = existing(&self.dir, &self.name);
         if let Some(old) = before.filter(|s| s.kind == Kind::File) {
             let _ = fchmod(self.file.as_fd(), Mode::from_bits_truncate(old.mode & 0o7777));
@@ -156,7 +162,9 @@ impl AtomicFile {
                 }
             }
         }
-        let _ = nix::unistd::fsync(&self.dir);
+        if self.sync {
+            let _ = nix::unistd::fsync(&self.dir);
+        }
         let stat = fstat(self.file.as_fd()).map(|st| Stat::from_filestat(&st)).map_err(|e| FsError::errno(&path, e))?;
         Ok(Committed { created: before.is_none(), stat })
     }
@@ -222,13 +230,30 @@ pub fn temp_name() -> OsString {
     OsString::from(format!("{TEMP_PREFIX}{}-{random:016x}", std::process::id()))
 }
 
+/// What the atomic writes of one server share: the durability setting and
+/// the directories already swept for stale temp files.
+#[derive(Debug, Default)]
+pub struct Writes {
+    /// Whether a commit `fdatasync`s the file before putting it in place
+    /// (and `fsync`s the directory after).
+    pub sync: bool,
+    swept: SweptDirs,
+}
+
+impl Writes {
+    /// Writes that sync (`sync`) or leave flushing to the kernel.
+    pub fn new(sync: bool) -> Self {
+        Writes { sync, swept: SweptDirs::default() }
+    }
+}
+
 /// The directories already swept for stale temp files by this process.
 #[derive(Debug, Default)]
-pub struct SweptDirs(Mutex<HashSet<PathBuf>>);
+struct SweptDirs(Mutex<HashSet<PathBuf>>);
 
 impl SweptDirs {
     /// Removes stale temp files from `dir` the first time a write goes there.
-    pub fn sweep_once(&self, dir: &OwnedFd, path: &std::path::Path) {
+    fn sweep_once(&self, dir: &OwnedFd, path: &std::path::Path) {
         {
             let Ok(mut swept) = self.0.lock() else { return };
             if swept.contains(path) {
@@ -295,14 +320,14 @@ mod tests {
         let (_d, guard, real) = setup();
         std::fs::write(real.join("f"), b"old").expect("write");
         let target = safe::resolve(&guard, "f", Op::Write, "").expect("resolve");
-        let swept = SweptDirs::default();
-        let mut file = AtomicFile::create(&guard, &target, true, &swept).expect("create");
+        let writes = Writes::new(true);
+        let mut file = AtomicFile::create(&guard, &target, true, &writes).expect("create");
         file.write_all(b"new content").expect("write");
         assert_eq!(std::fs::read(real.join("f")).expect("read"), b"old");
         drop(file);
         assert_eq!(std::fs::read(real.join("f")).expect("read"), b"old");
         assert!(no_temp_files(&real));
-        let mut file = AtomicFile::create(&guard, &target, true, &swept).expect("create");
+        let mut file = AtomicFile::create(&guard, &target, true, &writes).expect("create");
         file.write_all(b"new").expect("write");
         let committed = file.commit(true).expect("commit");
         assert!(!committed.created);
@@ -314,13 +339,13 @@ mod tests {
     fn no_clobber_is_atomic_and_empty_files_work() {
         let (_d, guard, real) = setup();
         let target = safe::resolve(&guard, "sub/dir/e", Op::Write, "").expect("resolve");
-        let swept = SweptDirs::default();
-        let file = AtomicFile::create(&guard, &target, false, &swept).expect("create");
-        let racing = AtomicFile::create(&guard, &target, false, &swept).expect("create");
+        let writes = Writes::default();
+        let file = AtomicFile::create(&guard, &target, false, &writes).expect("create");
+        let racing = AtomicFile::create(&guard, &target, false, &writes).expect("create");
         assert!(file.commit(false).expect("commit").created);
         assert_eq!(std::fs::read(real.join("sub/dir/e")).expect("read"), b"");
         assert!(matches!(racing.commit(false), Err(FsError::Exists)));
-        assert!(matches!(AtomicFile::create(&guard, &target, false, &swept), Err(FsError::Exists)));
+        assert!(matches!(AtomicFile::create(&guard, &target, false, &writes), Err(FsError::Exists)));
     }
 
     #[test]

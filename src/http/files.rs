@@ -169,7 +169,7 @@ pub async fn rename(
     let (from, to) = fs::blocking(move || {
         let from = safe::resolve(&guard, &source, Op::Delete, "source")?;
         let to = safe::resolve(&guard, &destination, Op::Write, "destination")?;
-        let moved = fs::ops::rename(&guard, &from, &to, &source, files.swept())?;
+        let moved = fs::ops::rename(&guard, &from, &to, &source, files.writes())?;
         Ok((from.path, moved))
     })
     .await
