@@ -1,11 +1,13 @@
 //! Uploads: request bodies streamed into [`AtomicFile`]s, resumable upload
 //! sessions, and the base64 JSON upload decoded in chunks.
 //!
-//! A body is read on the runtime and handed, in chunks of at most
-//! [`CHUNK`] bytes through a channel of [`QUEUE`] chunks, to one blocking
-//! writer: memory stays bounded whatever the file size, and a slow disk
-//! slows the sender (TCP backpressure) instead of filling memory. The writer
-//! owns the file until the end, so a client that disappears mid-body cannot
+//! A body is read on the runtime and each frame, as hyper hands it over
+//! (no copy; at most hyper's read buffer, about 400 KiB), goes to one
+//! blocking writer, which acknowledges it once written: the next frame is
+//! read only then, into the same buffer, still in the CPU cache. Memory
+//! stays bounded and small whatever the file size, and a slow disk slows
+//! the sender (TCP backpressure) instead of filling memory. The writer owns
+//! the file until the end, so a client that disappears mid-body cannot
 //! leave a half-written file in place: a plain upload is discarded, a
 //! resumable one keeps what arrived for the next request to continue.
 
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 
@@ -25,10 +27,8 @@ use super::write::{AtomicFile, Committed, Writes};
 use super::FsError;
 use crate::policy::{Denial, PathGuard};
 
-/// Largest chunk handed to the writer.
+/// Base64 text decoded at a time by the JSON upload.
 pub const CHUNK: usize = 256 * 1024;
-/// Chunks queued between the body and the writer.
-pub const QUEUE: usize = 8;
 /// A resumable upload untouched for this long is discarded.
 pub const SESSION_TTL: Duration = Duration::from_secs(3600);
 /// Resumable uploads in progress at once.
@@ -353,25 +353,48 @@ fn prune(sessions: &mut HashMap<PathBuf, Slot>) {
 
 type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
 
+/// The sending side of a writer: frames go in, and each is acknowledged once written.
+struct Feeder {
+    frames: mpsc::Sender<Chunk>,
+    written: mpsc::Receiver<()>,
+}
+
+impl Feeder {
+    /// Hands `data` to the writer and waits until it is written, so the
+    /// body's buffer is free again (and still in the CPU cache) for the
+    /// next frame. `false` when the writer stopped.
+    async fn write(&mut self, data: Bytes) -> bool {
+        self.frames.send(Chunk::Data(data)).await.is_ok() && self.written.recv().await.is_some()
+    }
+
+    async fn end(&self) {
+        let _ = self.frames.send(Chunk::End).await;
+    }
+}
+
 /// Starts the blocking writer; `finish(file, outcome)` runs on it when the
 /// body is over: `Ok(true)` when all of it arrived, `Ok(false)` when it was
 /// abandoned, `Err` when writing failed.
-fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (mpsc::Sender<Chunk>, Writer<T>)
+fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (Feeder, Writer<T>)
 where
     T: Send + 'static,
     F: FnOnce(AtomicFile, Result<bool, FsError>) -> Result<T, FsError> + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::channel::<Chunk>(QUEUE);
+    let (frames, mut rx) = mpsc::channel::<Chunk>(1);
+    let (done, written) = mpsc::channel::<()>(1);
     let writer = tokio::task::spawn_blocking(move || {
         let mut outcome = Ok(false);
         while let Some(chunk) = rx.blocking_recv() {
             match chunk {
                 Chunk::Data(data) => {
-                    if let Err(e) = file.write_all(&data) {
+                    let result = file.write_all(&data);
+                    drop(data);
+                    if let Err(e) = result {
                         outcome = Err(e);
                         break;
                     }
                     progress.store(file.written(), Ordering::Relaxed);
+                    let _ = done.blocking_send(());
                 }
                 Chunk::End => {
                     outcome = Ok(true);
@@ -381,13 +404,13 @@ where
         }
         finish(file, outcome)
     });
-    (tx, writer)
+    (Feeder { frames, written }, writer)
 }
 
 /// Reads `body` into the writer, at most `room` bytes; returns the writer's result.
 async fn feed<S, E, T>(
     mut body: S,
-    tx: mpsc::Sender<Chunk>,
+    mut tx: Feeder,
     room: u64,
     limit: Option<u64>,
     writer: Writer<T>,
@@ -395,7 +418,6 @@ async fn feed<S, E, T>(
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
-    let mut buffer = BytesMut::new();
     let mut total = 0u64;
     let mut failure = None;
     loop {
@@ -406,8 +428,7 @@ where
                     failure = Some(FsError::TooLarge { size: None, limit: limit.unwrap_or(room) });
                     break;
                 }
-                buffer.extend_from_slice(&data);
-                if buffer.len() >= CHUNK && tx.send(Chunk::Data(buffer.split().freeze())).await.is_err() {
+                if !data.is_empty() && !tx.write(data).await {
                     break;
                 }
             }
@@ -416,17 +437,10 @@ where
                 break;
             }
             None => {
-                if !buffer.is_empty() {
-                    let _ = tx.send(Chunk::Data(buffer.split().freeze())).await;
-                }
-                let _ = tx.send(Chunk::End).await;
+                tx.end().await;
                 break;
             }
         }
-    }
-    if failure.is_some() && !buffer.is_empty() {
-        // Bytes that did arrive count for a resumable upload.
-        let _ = tx.send(Chunk::Data(buffer.split().freeze())).await;
     }
     drop(tx);
     let written =
