@@ -18,11 +18,14 @@
 //!   name and content search.
 //! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
 //!   place); [`upload`]: streamed and resumable uploads ([`Files`]).
-//! - [`read`]: streamed reads, ranges, and the base64 JSON body.
+//! - [`read`]: streamed reads, ranges, and the base64 JSON body;
+//!   [`chunks`]: a file as a stream of pooled chunks, read from the page
+//!   cache on the runtime when it can be.
 //! - [`archive`]: tar.gz and zip archives built in a temp file.
 //! - [`watch`]: inotify-driven change events.
 
 pub mod archive;
+pub mod chunks;
 mod error;
 pub mod list;
 pub mod meta;

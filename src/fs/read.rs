@@ -1,23 +1,18 @@
 //! Reads: opening a file for download, byte ranges, and streaming its bytes
-//! (raw, or base64 inside a JSON document) with bounded memory.
-//!
-//! One blocking reader per response reads large chunks and hands them to
-//! the response through a channel of [`QUEUE`] chunks; a slow client fills
-//! the channel and pauses the reader. A client that leaves drops the
-//! channel, which stops the reader.
+//! (raw, or base64 inside a JSON document) with bounded memory, through
+//! [`Chunks`].
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use base64::Engine;
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
-use tokio::sync::mpsc;
 
+use super::chunks::Chunks;
 use super::meta::{Kind, Stat};
 use super::safe::{self, Resolved};
 use super::upload::BASE64;
@@ -26,8 +21,6 @@ use crate::policy::{Op, PathGuard};
 
 /// Raw bytes per chunk.
 pub const CHUNK: usize = 512 * 1024;
-/// Chunks queued ahead of the client.
-pub const QUEUE: usize = 4;
 
 /// A regular file opened for reading.
 #[derive(Debug)]
@@ -108,7 +101,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>
 
 /// The bytes `offset .. offset + len` of `file`, as a stream of chunks.
 pub fn stream(file: File, offset: u64, len: u64) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    spawn_reader(file, offset, len, CHUNK, |chunk| chunk)
+    Chunks::new(file, offset, len, CHUNK)
 }
 
 /// A JSON document `prefix + base64(file) + suffix`, streamed, with its exact length.
@@ -123,46 +116,9 @@ pub fn base64_document(
     let total = prefix.len() as u64 + len.div_ceil(3) * 4 + suffix.len() as u64;
     let head = futures_util::stream::once(async move { Ok(Bytes::from(prefix)) });
     // A multiple of 3 bytes encodes without padding, so chunks concatenate.
-    let body = spawn_reader(file, 0, len, CHUNK / 3 * 3, |chunk| Bytes::from(BASE64.encode(&chunk)));
+    let body = Chunks::new(file, 0, len, CHUNK / 3 * 3).map(|raw| raw.map(|raw| Bytes::from(BASE64.encode(&raw))));
     let tail = futures_util::stream::once(async move { Ok(Bytes::from(suffix)) });
-    use futures_util::StreamExt;
     (total, head.chain(body).chain(tail))
-}
-
-fn spawn_reader(
-    file: File,
-    offset: u64,
-    len: u64,
-    chunk: usize,
-    transform: fn(Bytes) -> Bytes,
-) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(QUEUE);
-    tokio::task::spawn_blocking(move || {
-        let mut position = offset;
-        let end = offset.saturating_add(len);
-        while position < end {
-            let want = usize::try_from(end - position).map_or(chunk, |left| left.min(chunk));
-            let mut buffer = vec![0u8; want];
-            let item = match read_full(&file, &mut buffer, position) {
-                Ok(()) => {
-                    position += want as u64;
-                    Ok(transform(Bytes::from(buffer)))
-                }
-                Err(e) => Err(e),
-            };
-            let failed = item.is_err();
-            if tx.blocking_send(item).is_err() || failed {
-                return;
-            }
-        }
-    });
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
-}
-
-/// Fills `buffer` from `position`; a file that shrank is an error (the answer's length was promised).
-fn read_full(file: &File, buffer: &mut [u8], position: u64) -> io::Result<()> {
-    file.read_exact_at(buffer, position)
-        .map_err(|e| io::Error::new(e.kind(), format!("the file changed while it was being sent: {e}")))
 }
 
 #[cfg(test)]
@@ -186,7 +142,6 @@ mod tests {
 
     #[tokio::test]
     async fn base64_documents_have_the_announced_length() {
-        use futures_util::StreamExt;
         let mut file = tempfile::tempfile().expect("tempfile");
         let data: Vec<u8> = (0..CHUNK * 2 + 7).map(|i| (i % 251) as u8).collect();
         std::io::Write::write_all(&mut file, &data).expect("write");
