@@ -241,18 +241,19 @@ def main() -> None:
     ours_base.mkdir(parents=True, exist_ok=True)
     ref_base.mkdir(parents=True, exist_ok=True)
     source = work / "source.bin"
-    with open(source, "wb") as f:
-        chunk = os.urandom(MIB)
-        for _ in range(args.size // MIB):
-            f.write(chunk)
-    warm(source)
-    print(f"load average at start: {load()}", file=sys.stderr)
     rows: list[tuple[str, str, str, str]] = []
     mb = args.size / 1e6
     gib = args.size / GIB
     label = f"{args.size / GIB:g} GiB" if args.size >= GIB else f"{args.size / MIB:g} MiB"
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.durability]
     try:
+        if workloads & {"up", "down"}:
+            with open(source, "wb") as f:
+                chunk = os.urandom(MIB)
+                for _ in range(args.size // MIB):
+                    f.write(chunk)
+            warm(source)
+        print(f"load average at start: {load()}", file=sys.stderr)
         if "up" in workloads:
             for sync in modes:
                 env = {"ABX_SERVER_SYNC_WRITES": "true" if sync else "false"}
