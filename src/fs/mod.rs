@@ -17,7 +17,8 @@
 //! - [`list`], [`ops`], [`search`]: listing and stat; mkdir, delete, move;
 //!   name and content search.
 //! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
-//!   place); [`upload`]: streamed and resumable uploads ([`Files`]).
+//!   place); [`upload`]: streamed and resumable uploads ([`Files`]);
+//!   [`b64`]: base64 of the JSON transfers, SIMD, decoded as it arrives.
 //! - [`read`]: streamed reads, ranges, and the base64 JSON body;
 //!   [`chunks`]: a file as a stream of pooled chunks, read from the page
 //!   cache on the runtime when it can be.
@@ -25,6 +26,7 @@
 //! - [`watch`]: inotify-driven change events.
 
 pub mod archive;
+pub mod b64;
 pub mod chunks;
 mod error;
 pub mod list;

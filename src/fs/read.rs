@@ -6,16 +6,15 @@ use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 
-use base64::Engine;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
+use super::b64;
 use super::chunks::Chunks;
 use super::meta::{Kind, Stat};
 use super::safe::{self, Resolved};
-use super::upload::BASE64;
 use super::FsError;
 use crate::policy::{Op, PathGuard};
 
@@ -116,7 +115,7 @@ pub fn base64_document(
     let total = prefix.len() as u64 + len.div_ceil(3) * 4 + suffix.len() as u64;
     let head = futures_util::stream::once(async move { Ok(Bytes::from(prefix)) });
     // A multiple of 3 bytes encodes without padding, so chunks concatenate.
-    let body = Chunks::new(file, 0, len, CHUNK / 3 * 3).map(|raw| raw.map(|raw| Bytes::from(BASE64.encode(&raw))));
+    let body = Chunks::new(file, 0, len, CHUNK / 3 * 3).map(|raw| raw.map(|raw| b64::encode(&raw)));
     let tail = futures_util::stream::once(async move { Ok(Bytes::from(suffix)) });
     (total, head.chain(body).chain(tail))
 }
@@ -150,6 +149,7 @@ mod tests {
         let text: Vec<u8> = parts.into_iter().flat_map(|p| p.expect("chunk").to_vec()).collect();
         assert_eq!(text.len() as u64, len);
         let doc: serde_json::Value = serde_json::from_slice(&text).expect("json");
-        assert_eq!(BASE64.decode(doc["c"].as_str().expect("c")).expect("base64"), data);
+        use base64::Engine;
+        assert_eq!(super::super::upload::BASE64.decode(doc["c"].as_str().expect("c")).expect("base64"), data);
     }
 }

@@ -1,5 +1,5 @@
 //! Uploads: request bodies streamed into [`AtomicFile`]s, resumable upload
-//! sessions, and the base64 JSON upload decoded in chunks.
+//! sessions, and the base64 JSON upload ([`super::b64`]).
 //!
 //! A body is read on the runtime and each frame, as hyper hands it over
 //! (no copy; at most hyper's read buffer, about 400 KiB), goes to one
@@ -22,13 +22,12 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 
+use super::b64::{Base64Upload, PIECE};
 use super::safe::Resolved;
 use super::write::{AtomicFile, Committed, Writes};
 use super::FsError;
 use crate::policy::{Denial, PathGuard};
 
-/// Base64 text decoded at a time by the JSON upload.
-pub const CHUNK: usize = 256 * 1024;
 /// A resumable upload untouched for this long is discarded.
 pub const SESSION_TTL: Duration = Duration::from_secs(3600);
 /// Resumable uploads in progress at once.
@@ -246,7 +245,7 @@ impl Files {
         }
     }
 
-    /// Writes the base64 `text` (a slice of a request body) to `target` atomically, decoding in chunks.
+    /// Writes the base64 `text` (a slice of a request body) to `target` atomically, decoding in pieces.
     ///
     /// # Errors
     /// [`FsError::Invalid`] for malformed base64, and the errors of [`Files::write_stream`].
@@ -257,25 +256,27 @@ impl Files {
         policy: &WritePolicy,
         text: Bytes,
     ) -> Result<Committed, FsError> {
-        policy.check_extension(&target.path)?;
-        let padding = text.iter().rev().take(2).filter(|b| **b == b'=').count() as u64;
-        if text.len() % 4 != 0 {
-            return Err(FsError::Invalid("Invalid base64: Incorrect padding".into()));
-        }
-        policy.check_size((text.len() as u64 / 4 * 3).saturating_sub(padding))?;
-        let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
-        let overwrite = policy.overwrite;
-        super::blocking(move || {
-            let mut file = AtomicFile::create(&guard, &target, overwrite, &files.writes)?;
-            let mut out = vec![0u8; CHUNK / 4 * 3];
-            for piece in text.chunks(CHUNK) {
-                let n = base64::Engine::decode_slice(&BASE64, piece, &mut out)
-                    .map_err(|e| FsError::Invalid(format!("Invalid base64: {e}")))?;
-                file.write_all(&out[..n])?;
+        let mut upload = self.begin_base64(guard, target, policy).await?;
+        for piece in text.chunks(PIECE) {
+            if !upload.piece(piece).await {
+                break;
             }
-            file.commit(overwrite)
-        })
-        .await
+        }
+        upload.finish().await
+    }
+
+    /// Starts writing `target` from base64 text given piece by piece.
+    ///
+    /// # Errors
+    /// `extension_not_allowed`; the other errors wait for [`Base64Upload::finish`].
+    pub async fn begin_base64(
+        self: &Arc<Self>,
+        guard: &PathGuard,
+        target: &Resolved,
+        policy: &WritePolicy,
+    ) -> Result<Base64Upload, FsError> {
+        policy.check_extension(&target.path)?;
+        Ok(Base64Upload::new(self.open(guard, target, policy.overwrite).await, policy))
     }
 
     async fn open(
@@ -351,10 +352,11 @@ fn prune(sessions: &mut HashMap<PathBuf, Slot>) {
     });
 }
 
-type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
+/// The blocking writer's task; it answers what `finish` returned.
+pub(super) type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
 
 /// The sending side of a writer: frames go in, and each is acknowledged once written.
-struct Feeder {
+pub(super) struct Feeder {
     frames: mpsc::Sender<Chunk>,
     written: mpsc::Receiver<()>,
 }
@@ -363,11 +365,12 @@ impl Feeder {
     /// Hands `data` to the writer and waits until it is written, so the
     /// body's buffer is free again (and still in the CPU cache) for the
     /// next frame. `false` when the writer stopped.
-    async fn write(&mut self, data: Bytes) -> bool {
+    pub(super) async fn write(&mut self, data: Bytes) -> bool {
         self.frames.send(Chunk::Data(data)).await.is_ok() && self.written.recv().await.is_some()
     }
 
-    async fn end(&self) {
+    /// Tells the writer every byte arrived.
+    pub(super) async fn end(&self) {
         let _ = self.frames.send(Chunk::End).await;
     }
 }
@@ -375,7 +378,7 @@ impl Feeder {
 /// Starts the blocking writer; `finish(file, outcome)` runs on it when the
 /// body is over: `Ok(true)` when all of it arrived, `Ok(false)` when it was
 /// abandoned, `Err` when writing failed.
-fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (Feeder, Writer<T>)
+pub(super) fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (Feeder, Writer<T>)
 where
     T: Send + 'static,
     F: FnOnce(AtomicFile, Result<bool, FsError>) -> Result<T, FsError> + Send + 'static,
