@@ -19,8 +19,9 @@ use super::upload::{spawn_writer, Feeder, Writer, BASE64};
 use super::write::{AtomicFile, Committed};
 use super::{FsError, WritePolicy};
 
-/// Characters of base64 text decoded at a time (a multiple of 4).
-pub const PIECE: usize = 256 * 1024;
+/// Characters of base64 text decoded at a time (a multiple of 4; small in
+/// unit tests, so that small bodies cross piece boundaries).
+pub const PIECE: usize = if cfg!(test) { 4096 } else { 256 * 1024 };
 
 /// `raw` in standard base64 with padding.
 pub fn encode(raw: &[u8]) -> Bytes {

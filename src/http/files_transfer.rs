@@ -2,7 +2,6 @@
 //! JSON transfers (streamed, decoded in chunks), the binary streaming and
 //! resumable extensions, archives, and the watch stream.
 
-use std::borrow::Cow;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -17,8 +16,8 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{parse_object, read_body, BodyLimit, JsonBody, Query};
-use super::files::{at, body_field, limit_or, query_path, truthy};
+use super::extract::{BodyLimit, JsonBody, Query};
+use super::files::{at, limit_or, query_path, truthy};
 use super::AppState;
 use crate::api::files::{
     ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
@@ -27,14 +26,12 @@ use crate::endpoints::{Limit, Param};
 use crate::fs::{self, archive, read, safe, watch, FsError, Progress, WritePolicy};
 use crate::policy::{Grant, LimitValue, Op, ParamValue};
 
-/// `max_bytes` of the JSON upload when no policy sets one, as the reference.
-const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100 * 1024 * 1024;
 const ARCHIVE_MAX_BYTES: u64 = 100 * 1024 * 1024;
 const ARCHIVE_MAX_FILES: u64 = 10_000;
 const WATCH_DEFAULT_SECONDS: f64 = 300.0;
 
 /// The upload rules of the grant's endpoint.
-fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
+pub fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
     let strings = |key| match grant.param(key) {
         Some(ParamValue::Strings(list)) => list.clone(),
         _ => Vec::new(),
@@ -45,53 +42,6 @@ fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
         deny_extensions: strings(Param::DenyExtensions),
         max_bytes,
     }
-}
-
-/// `POST /files/upload-stream`: the body is parsed without copying the
-/// base64 text, which is then decoded and written in chunks.
-pub async fn upload_stream(
-    State(app): State<AppState>,
-    grant: Grant,
-    req: Request,
-) -> Result<Json<TransferResponse>, ApiError> {
-    let limit = req.extensions().get::<BodyLimit>().map_or(u64::MAX, |l| l.0);
-    let bytes = read_body(req.into_body(), limit).await?;
-    let (raw, text) = upload_fields(&bytes)?;
-    let guard = grant.guard();
-    let target = fs::blocking({
-        let (guard, raw) = (guard.clone(), raw.clone());
-        move || safe::resolve(&guard, &raw, Op::Write, "")
-    })
-    .await
-    .map_err(at(&grant))?;
-    let policy = write_policy(&grant, Some(limit_or(&grant, Limit::MaxBytes, DEFAULT_UPLOAD_MAX_BYTES)));
-    let committed = app.files.write_base64(&guard, &target, &policy, text).await.map_err(at(&grant))?;
-    Ok(Json(TransferResponse { path: target.path.display().to_string(), bytes: committed.stat.size, etag: None }))
-}
-
-/// `path` and the `content_base64` text (a slice of `body` when it has no escapes).
-fn upload_fields(body: &Bytes) -> Result<(String, Bytes), ApiError> {
-    #[derive(serde::Deserialize)]
-    struct Fields<'a> {
-        path: Option<Value>,
-        #[serde(borrow)]
-        content_base64: Option<Cow<'a, str>>,
-    }
-    let fields: Fields<'_> = match serde_json::from_slice(body) {
-        Ok(fields) => fields,
-        Err(_) => {
-            // Not the expected shape: let the generic parser name the problem, or treat fields as missing.
-            let value: Value = parse_object(body)?;
-            Fields { path: value.get("path").cloned(), content_base64: None }
-        }
-    };
-    let raw = body_field(fields.path.and_then(|p| p.as_str().map(str::to_string)), "path")?;
-    let text = match fields.content_base64 {
-        Some(Cow::Borrowed(text)) => body.slice_ref(text.as_bytes()),
-        Some(Cow::Owned(text)) => Bytes::from(text),
-        None => return Err(ApiError::bad_request("Missing or invalid 'content_base64'")),
-    };
-    Ok((raw, text))
 }
 
 /// `GET /files/download-stream`: the JSON document is streamed, base64 encoded on the fly.

@@ -11,6 +11,7 @@ mod core;
 pub mod error;
 pub mod extract;
 mod files;
+mod files_json;
 mod files_transfer;
 mod pipeline;
 pub mod pty;

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{code, commands, core, files, files_transfer, pty, system, AppState};
+use super::{code, commands, core, files, files_json, files_transfer, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -29,7 +29,7 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "files_delete" => bind(endpoint, files::delete),
         "files_move" => bind(endpoint, files::rename),
         "files_search" => bind(endpoint, files::search),
-        "files_upload_stream" => bind(endpoint, files_transfer::upload_stream),
+        "files_upload_stream" => bind(endpoint, files_json::upload_stream),
         "files_download_stream" => bind(endpoint, files_transfer::download_stream),
         "files_archive" => bind(endpoint, files_transfer::archive),
         "files_watch" => bind(endpoint, files_transfer::watch),
