@@ -139,6 +139,12 @@ impl AtomicFile {
                 let _ = fchown(self.file.as_fd(), Some(Uid::from_raw(st.st_uid)), Some(Gid::from_raw(st.st_gid)));
             }
         }
+        // The replaced file's blocks are freed when its last reference goes, which for
+        // a large file takes long: hold one across the rename and let it go off this path.
+        let replaced = before.filter(|s| overwrite && s.kind == Kind::File).and_then(|_| {
+            let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            openat(&self.dir, self.name.as_os_str(), flags, Mode::empty()).ok()
+        });
         match (self.temp_name.take(), overwrite) {
             (None, false) => link_anonymous(&self.file, &self.dir, &self.name).map_err(|e| no_clobber(&path, e))?,
             (None, true) => {
@@ -165,6 +171,9 @@ impl AtomicFile {
         if self.sync {
             let _ = nix::unistd::fsync(&self.dir);
         }
+        if let Some(replaced) = replaced {
+            release_later(replaced);
+        }
         let stat = fstat(self.file.as_fd()).map(|st| Stat::from_filestat(&st)).map_err(|e| FsError::errno(&path, e))?;
         Ok(Committed { created: before.is_none(), stat })
     }
@@ -175,6 +184,15 @@ impl Drop for AtomicFile {
         if let Some(temp) = self.temp_name.take() {
             let _ = unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
         }
+    }
+}
+
+/// Closes `fd` on the blocking pool when there is a runtime (closing the last
+/// reference to a deleted file frees its blocks), else now.
+fn release_later(fd: OwnedFd) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(move || drop(fd))),
+        Err(_) => drop(fd),
     }
 }
 
