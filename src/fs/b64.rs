@@ -108,7 +108,7 @@ impl Base64Upload {
         }
         if self.writing && !decoded.is_empty() {
             if let Ok((feeder, _)) = &mut self.writer {
-                self.writing = feeder.write(Bytes::from(decoded)).await;
+                self.writing = feeder.write_ahead(Bytes::from(decoded)).await;
             }
         }
         true

@@ -359,6 +359,7 @@ pub(super) type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
 pub(super) struct Feeder {
     frames: mpsc::Sender<Chunk>,
     written: mpsc::Receiver<()>,
+    in_flight: bool,
 }
 
 impl Feeder {
@@ -366,7 +367,23 @@ impl Feeder {
     /// body's buffer is free again (and still in the CPU cache) for the
     /// next frame. `false` when the writer stopped.
     pub(super) async fn write(&mut self, data: Bytes) -> bool {
-        self.frames.send(Chunk::Data(data)).await.is_ok() && self.written.recv().await.is_some()
+        self.write_ahead(data).await && self.settle().await
+    }
+
+    /// Hands `data` to the writer once the previous piece is written, and
+    /// returns without waiting for this one: the caller prepares the next
+    /// piece while the writer writes. `false` when the writer stopped.
+    pub(super) async fn write_ahead(&mut self, data: Bytes) -> bool {
+        if !self.settle().await || self.frames.send(Chunk::Data(data)).await.is_err() {
+            return false;
+        }
+        self.in_flight = true;
+        true
+    }
+
+    /// Waits until the piece in flight, if any, is written.
+    async fn settle(&mut self) -> bool {
+        !std::mem::take(&mut self.in_flight) || self.written.recv().await.is_some()
     }
 
     /// Tells the writer every byte arrived.
@@ -407,7 +424,7 @@ where
         }
         finish(file, outcome)
     });
-    (Feeder { frames, written }, writer)
+    (Feeder { frames, written, in_flight: false }, writer)
 }
 
 /// Reads `body` into the writer, at most `room` bytes; returns the writer's result.
