@@ -20,9 +20,11 @@
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
+//! - [`process`]: supervised processes: the reaper that owns every child's
+//!   exit, process groups, `/shell` and background processes.
+//! - [`sys`]: the one module allowed `unsafe` (what a child does before `exec`).
 //! - Domain modules, filled by later work, never import axum: `fs` (files),
-//!   `process` (supervised processes), `pty` (terminals), `code` (code
-//!   execution), `system` (system information).
+//!   `pty` (terminals), `code` (code execution), `system` (system information).
 
 pub mod api;
 pub mod cli;
@@ -33,7 +35,9 @@ pub mod environment;
 pub mod http;
 pub mod logging;
 pub mod policy;
+pub mod process;
 pub mod server;
+pub mod sys;
 
 /// Version reported by `version` and `/capabilities`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

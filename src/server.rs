@@ -48,7 +48,10 @@ impl Running {
     /// Stops accepting, lets in-flight requests finish within the grace, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        match self.api.await {
+        // Children are signalled while requests drain, so runs waiting on them end now.
+        let children = crate::process::supervisor().terminate_all(crate::process::run::KILL_GRACE);
+        let (api, ()) = tokio::join!(self.api, children);
+        match api {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "API listener failed"),
             Err(e) => tracing::error!(error = %e, "API task failed"),
@@ -93,6 +96,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => {}
     }
+    // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
+    tokio::spawn(crate::process::supervisor().watch_sigchld());
+    crate::process::reaper::protect_daemon_from_oom();
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;

@@ -6,6 +6,7 @@
 
 pub mod core;
 pub mod error;
+pub mod process;
 
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
 pub use self::error::ErrorBody;

@@ -8,6 +8,7 @@ mod core;
 pub mod error;
 pub mod extract;
 mod pipeline;
+mod process;
 pub mod routes;
 
 use std::collections::HashSet;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
+    /// Background processes and the process limits of the exec endpoints.
+    pub processes: crate::process::Processes,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -52,7 +55,7 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, served: Arc::new(served) }
+        AppState { engine, shutdown, env, processes: crate::process::Processes::new(), served: Arc::new(served) }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

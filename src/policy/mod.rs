@@ -14,6 +14,7 @@ mod auth;
 mod denial;
 mod discovery;
 pub mod document;
+pub mod guards;
 mod identity;
 mod limiter;
 pub mod paths;

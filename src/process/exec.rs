@@ -1,0 +1,170 @@
+//! From an exec request to a command ready to spawn, through the policy.
+//!
+//! [`prepare`] applies what the reference's `enforce_exec_policy` does, in
+//! its order: split the command, the process guard, the env guard, the
+//! command guard, the `cwd` path check (operation `exec`), the
+//! `timeout_seconds` cap, secret names; then builds the child's environment
+//! from the server's (secrets removed) plus the call's, and resolves `user`.
+//! It touches the filesystem (path resolution, `PATH` lookup, user
+//! database): call it from a blocking context.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::unistd::{Gid, Uid, User};
+
+use super::split::split;
+use super::ProcessError;
+use crate::api::process::ExecRequest;
+use crate::endpoints::Limit;
+use crate::environment::ChildEnv;
+use crate::policy::guards::{check_env, check_not_secret, check_process, command_guard};
+use crate::policy::{Denial, Grant, LimitValue, Op};
+use crate::sys::Credentials;
+
+/// Default wall-clock limit of `/shell` and `/shell/stream`, as the reference.
+pub const DEFAULT_TIMEOUT_SECONDS: f64 = 300.0;
+
+/// Which endpoint is preparing the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecKind {
+    /// `POST /shell`.
+    Shell,
+    /// `POST /shell/stream`.
+    Stream,
+    /// `POST /process/start` (no timeout unless asked for).
+    Start,
+}
+
+/// A command that passed the policy, ready to spawn.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    /// The command line as given (reported back by the process endpoints).
+    pub command: String,
+    /// What runs.
+    pub argv: Vec<String>,
+    /// Working directory (`None`: the daemon's).
+    pub cwd: Option<PathBuf>,
+    /// The child's whole environment.
+    pub env: BTreeMap<String, String>,
+    /// Wall-clock limit, in seconds.
+    pub timeout: Option<f64>,
+    /// Run as another user.
+    pub credentials: Option<Credentials>,
+}
+
+impl ExecSpec {
+    /// The timeout as a duration.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok())
+    }
+
+    /// A std command for this spec with the given stdio (spawn it through the supervisor).
+    pub fn command(&self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Command {
+        let mut command = Command::new(&self.argv[0]);
+        command.args(&self.argv[1..]).env_clear().envs(&self.env).stdin(stdin).stdout(stdout).stderr(stderr);
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        command
+    }
+}
+
+fn missing_command() -> ProcessError {
+    ProcessError::Invalid("Missing or invalid 'command'".into())
+}
+
+/// Checks `request` against the endpoint's policy and builds the command.
+///
+/// # Errors
+/// 400s for malformed input, the guards' denials, and the path refusals of `cwd`.
+pub fn prepare(
+    grant: &Grant,
+    child_env: &ChildEnv,
+    request: &ExecRequest,
+    kind: ExecKind,
+) -> Result<ExecSpec, ProcessError> {
+    if request.command.is_empty() {
+        return Err(missing_command());
+    }
+    let mut argv = if request.shell {
+        vec!["/bin/sh".to_string(), "-c".to_string(), request.command.clone()]
+    } else {
+        split(&request.command).map_err(|e| ProcessError::Invalid(format!("Invalid command: {e}")))?
+    };
+    if argv.is_empty() {
+        return Err(missing_command());
+    }
+    let default_timeout = match kind {
+        ExecKind::Shell | ExecKind::Stream => Some(DEFAULT_TIMEOUT_SECONDS),
+        ExecKind::Start => None,
+    };
+    let mut timeout = match request.timeout {
+        Some(t) if t > 0.0 && t.is_finite() => Some(t),
+        _ => default_timeout,
+    };
+    let guard = grant.guard();
+    let default_cwd = Some(guard.primary_root().to_path_buf()).filter(|root| root.is_dir());
+    let extra = request.env.clone().unwrap_or_default();
+    let path_var = extra.get("PATH").cloned().or_else(|| child_env.get("PATH"));
+    let lookup_dir = default_cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+    check_process(&argv, path_var.as_deref(), &lookup_dir)?;
+    check_env(&extra, &[])?;
+    let commands = command_guard(grant).map_err(|e| ProcessError::Invalid(e.to_string()))?;
+    argv = commands.check(&argv, request.shell)?;
+    let raw_cwd = request.cwd.as_deref().filter(|c| !c.is_empty());
+    let cwd = match raw_cwd {
+        Some(raw) => Some(guard.resolve(raw, Op::Exec, "cwd")?),
+        None => default_cwd,
+    };
+    if let Some(cap) = grant.limit(Limit::TimeoutSeconds).map(LimitValue::as_f64) {
+        timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+    }
+    check_not_secret(extra.keys(), |name| grant.engine().is_secret_env(name) || child_env.is_secret(name))?;
+    if let (Some(raw), Some(dir)) = (raw_cwd, &cwd) {
+        if !dir.is_dir() {
+            return Err(ProcessError::Invalid(format!("'cwd' is not a directory: {raw}")));
+        }
+    }
+    let mut env = child_env.snapshot();
+    let credentials = match request.user.as_deref().filter(|u| !u.is_empty()) {
+        Some(user) => Some(run_as(user, &mut env)?),
+        None => None,
+    };
+    env.extend(extra);
+    Ok(ExecSpec { command: request.command.clone(), argv, cwd, env, timeout, credentials })
+}
+
+/// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.
+fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<Credentials, ProcessError> {
+    let found = match user.parse::<u32>() {
+        Ok(uid) => User::from_uid(Uid::from_raw(uid)),
+        Err(_) => User::from_name(user),
+    };
+    let Some(account) = found.ok().flatten() else {
+        return Err(Denial::invalid("user_unknown", format!("Unknown user '{user}'")).into());
+    };
+    let me = Uid::effective();
+    if !me.is_root() && account.uid != me {
+        return Err(Denial::Other {
+            code: "user_not_allowed",
+            message: "Running as another user needs the server to run as root".into(),
+            status: 403,
+            error_type: "PermissionError",
+        }
+        .into());
+    }
+    let name =
+        std::ffi::CString::new(account.name.clone()).map_err(|_| ProcessError::Invalid("Invalid user name".into()))?;
+    let groups = nix::unistd::getgrouplist(&name, account.gid).unwrap_or_else(|_| vec![account.gid]);
+    env.insert("HOME".into(), account.dir.display().to_string());
+    env.insert("USER".into(), account.name.clone());
+    env.insert("LOGNAME".into(), account.name);
+    Ok(Credentials {
+        uid: account.uid,
+        gid: account.gid,
+        groups: groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect(),
+    })
+}

@@ -1,0 +1,81 @@
+//! The only place with `unsafe`: what a child does between `fork` and `exec`.
+//!
+//! [`prepare_child`] installs one `pre_exec` hook that, in the forked child,
+//! raises its `oom_score_adj` (so the kernel's OOM killer prefers the
+//! workload to the daemon), optionally starts a new session (terminals), and
+//! optionally drops to another user (supplementary groups, group, user, in
+//! that order, after everything that needs root). Everything the hook uses is
+//! computed beforehand; the hook itself only makes system calls.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::Mode;
+use nix::unistd::{setgid, setgroups, setsid, setuid, write, Gid, Uid};
+
+/// The user a child runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// User id.
+    pub uid: Uid,
+    /// Primary group id.
+    pub gid: Gid,
+    /// Supplementary groups.
+    pub groups: Vec<Gid>,
+}
+
+/// What a child sets up for itself before `exec`.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSetup {
+    /// Written to `/proc/self/oom_score_adj`; failures are ignored.
+    pub oom_score_adj: Option<i32>,
+    /// Become a session (and process group) leader, as a terminal's shell must.
+    pub new_session: bool,
+    /// Drop to this user.
+    pub credentials: Option<Credentials>,
+}
+
+/// Installs `setup` as `command`'s pre-exec hook.
+pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
+    if setup.oom_score_adj.is_none() && !setup.new_session && setup.credentials.is_none() {
+        return;
+    }
+    let oom = setup.oom_score_adj.map(|value| {
+        let text = value.to_string();
+        let mut buf = [0u8; 16];
+        let len = text.len().min(buf.len());
+        buf[..len].copy_from_slice(&text.as_bytes()[..len]);
+        (buf, len)
+    });
+    let new_session = setup.new_session;
+    let credentials = setup.credentials;
+    let hook = move || -> io::Result<()> {
+        if let Some((buf, len)) = &oom {
+            // Best effort: without /proc or the privilege, the child keeps the daemon's value.
+            if let Ok(fd) = open(c"/proc/self/oom_score_adj", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty()) {
+                let _ = write(&fd, &buf[..*len]);
+            }
+        }
+        if new_session {
+            setsid().map_err(io::Error::from)?;
+        }
+        if let Some(c) = &credentials {
+            setgroups(&c.groups).map_err(io::Error::from)?;
+            setgid(c.gid).map_err(io::Error::from)?;
+            setuid(c.uid).map_err(io::Error::from)?;
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child of a multi-threaded process,
+    // where only async-signal-safe calls are allowed. It allocates nothing
+    // (the value, path and credentials were prepared above) and only makes
+    // the system calls open, write, close, setsid, setgroups, setgid and
+    // setuid, all async-signal-safe. Errors are built from raw errno values,
+    // which does not allocate.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
