@@ -5,6 +5,8 @@
 //! client cannot drift from the server.
 
 mod error;
+mod process;
+pub mod sse;
 
 use std::time::Duration;
 

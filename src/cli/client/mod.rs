@@ -7,6 +7,7 @@
 //! stderr and exits non-zero.
 
 mod core;
+mod process;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,9 @@ pub enum ClientCommand {
     /// Health and discovery.
     #[command(flatten)]
     Core(core::CoreCommand),
+    /// Processes.
+    #[command(flatten)]
+    Process(process::ProcessCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -68,6 +72,7 @@ pub fn main() -> ExitCode {
         let client = Client::builder(&cli.url).token(cli.token.clone()).build()?;
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
+            ClientCommand::Process(command) => process::run(&client, command).await,
         }
     });
     match result {
