@@ -380,7 +380,13 @@ impl Job {
                 () = tick => {}
             }
         }
-        self.exited().await
+        let status = self.exited().await;
+        // SIGKILL is delivered asynchronously: wait (bounded) until the members are gone too.
+        let settle = tokio::time::Instant::now() + Duration::from_secs(1);
+        while self.group_alive() && tokio::time::Instant::now() < settle {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        status
     }
 }
 
