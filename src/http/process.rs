@@ -66,9 +66,15 @@ fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
     grant.limit(key).map(|v| usize::try_from(v.as_u64()).unwrap_or(usize::MAX))
 }
 
+/// Checks and builds the command. Its file-system checks are a few `stat`s
+/// of local paths, done inline as `tokio::process` resolves programs; a
+/// `user` lookup may ask a remote user database, so it runs on the blocking pool.
 async fn prepared(app: &AppState, grant: &Grant, request: ExecRequest, kind: ExecKind) -> Result<ExecSpec, ApiError> {
-    let (grant, env) = (grant.clone(), app.env.clone());
     let id = grant.endpoint().id;
+    if request.user.is_none() {
+        return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
+    }
+    let (grant, env) = (grant.clone(), app.env.clone());
     tokio::task::spawn_blocking(move || prepare(&grant, &env, &request, kind))
         .await
         .map_err(|e| ProcessError::Internal(format!("prepare task: {e}")).into_api(id))?

@@ -20,6 +20,7 @@ use super::ProcessError;
 use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
+use crate::policy::guards::process::which;
 use crate::policy::guards::{check_env, check_not_secret, check_process, command_guard};
 use crate::policy::{Denial, Grant, LimitValue, Op};
 use crate::sys::Credentials;
@@ -43,8 +44,10 @@ pub enum ExecKind {
 pub struct ExecSpec {
     /// The command line as given (reported back by the process endpoints).
     pub command: String,
-    /// What runs.
+    /// What runs (`argv[0]` as given).
     pub argv: Vec<String>,
+    /// The executable `argv[0]` resolves to on the child's `PATH`, when found.
+    pub program: Option<PathBuf>,
     /// Working directory (`None`: the daemon's).
     pub cwd: Option<PathBuf>,
     /// The child's whole environment.
@@ -63,7 +66,16 @@ impl ExecSpec {
 
     /// A std command for this spec with the given stdio (spawn it through the supervisor).
     pub fn command(&self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Command {
-        let mut command = Command::new(&self.argv[0]);
+        use std::os::unix::process::CommandExt;
+        let mut command = match &self.program {
+            // Resolved already: std can use posix_spawn instead of fork + execvp.
+            Some(program) => {
+                let mut command = Command::new(program);
+                command.arg0(&self.argv[0]);
+                command
+            }
+            None => Command::new(&self.argv[0]),
+        };
         command.args(&self.argv[1..]).env_clear().envs(&self.env).stdin(stdin).stdout(stdout).stderr(stderr);
         if let Some(cwd) = &self.cwd {
             command.current_dir(cwd);
@@ -134,7 +146,9 @@ pub fn prepare(
         None => None,
     };
     env.extend(extra);
-    Ok(ExecSpec { command: request.command.clone(), argv, cwd, env, timeout, credentials })
+    let program = Some(which(&argv[0], env.get("PATH").map(String::as_str), cwd.as_deref().unwrap_or(&lookup_dir)))
+        .filter(|p| p.is_absolute() && p.is_file());
+    Ok(ExecSpec { command: request.command.clone(), argv, program, cwd, env, timeout, credentials })
 }
 
 /// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.

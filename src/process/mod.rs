@@ -116,18 +116,15 @@ pub fn format_g(value: f64) -> String {
     }
 }
 
-/// Spawns `spec` through the supervisor, off the async runtime.
+/// Spawns `spec` through the supervisor (on the calling thread, as
+/// `tokio::process` does: a `posix_spawn` returns within a millisecond).
 ///
 /// # Errors
 /// [`ProcessError::Spawn`] when the program cannot be started.
-pub async fn spawn(spec: &ExecSpec, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, ProcessError> {
+pub fn spawn(spec: &ExecSpec, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, ProcessError> {
     let command = spec.command(stdin, stdout, stderr);
     let options = SpawnOptions { credentials: spec.credentials.clone(), ..SpawnOptions::default() };
-    let program = spec.argv[0].clone();
-    tokio::task::spawn_blocking(move || supervisor().spawn(command, options))
-        .await
-        .map_err(|e| ProcessError::Internal(format!("spawn task failed: {e}")))?
-        .map_err(|e| ProcessError::spawn(&e, &program))
+    supervisor().spawn(command, options).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
 }
 
 /// A pipe end of a child as a non-blocking tokio pipe.

@@ -144,10 +144,13 @@ impl Supervisor {
 
     /// Spawns `command` in a new process group (or session) and registers it.
     ///
-    /// This forks and waits for `exec`: call it from a blocking context
-    /// (`spawn_blocking`), never on the async runtime. The caller sets the
-    /// program, arguments, environment, directory and stdio; nothing else may
-    /// set the process group.
+    /// Like `tokio::process`, this spawns on the calling thread and returns
+    /// once the child has called `exec`. Without a new session or another
+    /// user there is no pre-exec hook, so std uses `posix_spawn` (a vfork:
+    /// no page tables copied), which is why the program should be an absolute
+    /// path (a `PATH` search in a custom environment makes std fork instead).
+    /// The caller sets the program, arguments, environment, directory and
+    /// stdio; nothing else may set the process group.
     ///
     /// # Errors
     /// The errors of [`Command::spawn`] (missing program, bad directory, ...).
@@ -156,17 +159,25 @@ impl Supervisor {
         if !options.new_session {
             command.process_group(0);
         }
-        sys::prepare_child(
-            &mut command,
-            ChildSetup {
-                oom_score_adj: Some(options.oom_score_adj.unwrap_or(CHILD_OOM_SCORE_ADJ)),
+        let oom_score_adj = options.oom_score_adj.unwrap_or(CHILD_OOM_SCORE_ADJ);
+        let hook = options.new_session || options.credentials.is_some();
+        if hook {
+            let setup = ChildSetup {
+                oom_score_adj: Some(oom_score_adj),
                 new_session: options.new_session,
                 credentials: options.credentials,
-            },
-        );
+            };
+            sys::prepare_child(&mut command, setup);
+        }
         let mut table = self.lock();
         let mut child = command.spawn()?;
         let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
+        if !hook {
+            // Set from here, before the new program is past its dynamic loader
+            // in practice, so its own children inherit the value too. The pid
+            // cannot be reused meanwhile: it is unreaped, and reaping takes this lock.
+            let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), oom_score_adj.to_string());
+        }
         let (tx, rx) = watch::channel(None);
         table.children.insert(pid, Registered { pgid: pid, exit: tx });
         table.generation += 1;
@@ -199,6 +210,25 @@ impl Supervisor {
             self.lock().generation += 1;
             self.wake.notify_all();
         }
+    }
+
+    /// Reaps `pid` now if it has exited (the caller saw its pipes close),
+    /// without waiting for the reaper thread to wake.
+    #[allow(clippy::disallowed_methods)] // under the table lock, as the reaper does
+    fn try_reap(&self, pid: i32) -> Option<ExitStatus> {
+        let mut table = self.lock();
+        if !table.children.contains_key(&pid) {
+            return None;
+        }
+        let status = match nix::sys::wait::waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => ExitStatus::Exited(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => ExitStatus::Signaled(signal as i32),
+            _ => return None,
+        };
+        if let Some(registered) = table.children.remove(&pid) {
+            registered.exit.send_replace(Some(status));
+        }
+        Some(status)
     }
 
     /// Pids registered and not yet reaped.
@@ -301,6 +331,9 @@ impl Job {
 
     /// Waits until it has exited and been reaped.
     pub async fn exited(&self) -> ExitStatus {
+        if let Some(status) = self.status().or_else(|| self.supervisor.try_reap(self.pid)) {
+            return status;
+        }
         let mut rx = self.exit.clone();
         loop {
             if let Some(status) = *rx.borrow_and_update() {

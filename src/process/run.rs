@@ -106,14 +106,19 @@ async fn read_capped(pipe: Option<tokio::net::unix::pipe::Receiver>, cap: usize)
 /// [`ProcessError::Spawn`] when it cannot start, [`ProcessError::Timeout`]
 /// when the deadline ends it.
 pub async fn run(spec: ExecSpec, max_output: Option<usize>) -> Result<ShellResult, ProcessError> {
-    let spawned = spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped()).await?;
+    let spawned = spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped())?;
     let job = spawned.job;
     let mut guard = KillOnDrop::new(job.clone());
     let pipe = |fd: Option<std::os::fd::OwnedFd>| fd.and_then(|fd| receiver(fd).ok());
     let stdout = pipe(spawned.stdout.map(Into::into));
     let stderr = pipe(spawned.stderr.map(Into::into));
     let cap = max_output.unwrap_or(DEFAULT_SHELL_OUTPUT_BYTES);
-    let finished = async { tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap), job.exited()) };
+    // Pipes first: they close when the process exits, and then its status is
+    // usually there to take without waiting for the reaper thread.
+    let finished = async {
+        let (out, err) = tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap));
+        (out, err, job.exited().await)
+    };
     let outcome = tokio::select! {
         done = finished => Some(done),
         () = sleep_until(deadline_of(&spec)) => None,
@@ -186,7 +191,7 @@ fn start_reader(
 }
 
 async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: CancellationToken, tx: mpsc::Sender<ShellEvent>) {
-    let spawned = match spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped()).await {
+    let spawned = match spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped()) {
         Ok(spawned) => spawned,
         Err(e) => {
             let _ = tx.send(ShellEvent::Error { error: e.to_string() }).await;

@@ -165,7 +165,7 @@ impl Processes {
         use std::process::Stdio;
         let pipe_or_null = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
         let spawned =
-            spawn(&spec, pipe_or_null(with_stdin), pipe_or_null(capture_output), pipe_or_null(capture_output)).await?;
+            spawn(&spec, pipe_or_null(with_stdin), pipe_or_null(capture_output), pipe_or_null(capture_output))?;
         let job = spawned.job;
         let stdin = match spawned.stdin {
             Some(fd) => Some(
