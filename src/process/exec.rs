@@ -20,7 +20,6 @@ use super::ProcessError;
 use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
-use crate::policy::guards::process::which;
 use crate::policy::guards::{check_env, check_not_secret, check_process, command_guard};
 use crate::policy::{Denial, Grant, LimitValue, Op};
 use crate::sys::Credentials;
@@ -118,19 +117,20 @@ pub fn prepare(
         _ => default_timeout,
     };
     let guard = grant.guard();
-    let default_cwd = Some(guard.primary_root().to_path_buf()).filter(|root| root.is_dir());
-    let extra = request.env.clone().unwrap_or_default();
-    let path_var = extra.get("PATH").cloned().or_else(|| child_env.get("PATH"));
-    let lookup_dir = default_cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
-    check_process(&argv, path_var.as_deref(), &lookup_dir)?;
-    check_env(&extra, &[])?;
-    let commands = command_guard(grant).map_err(|e| ProcessError::Invalid(e.to_string()))?;
-    argv = commands.check(&argv, request.shell)?;
     let raw_cwd = request.cwd.as_deref().filter(|c| !c.is_empty());
     let cwd = match raw_cwd {
         Some(raw) => Some(guard.resolve(raw, Op::Exec, "cwd")?),
-        None => default_cwd,
+        None => Some(guard.primary_root().to_path_buf()).filter(|root| root.is_dir()),
     };
+    let extra = request.env.clone().unwrap_or_default();
+    let path_var = extra.get("PATH").cloned().or_else(|| child_env.get("PATH"));
+    let looked_up = check_process(&argv, path_var.as_deref(), cwd.as_deref().unwrap_or(std::path::Path::new("/")))?;
+    check_env(&extra, &[])?;
+    let commands = command_guard(grant).map_err(|e| ProcessError::Invalid(e.to_string()))?;
+    let admitted = commands.check(&argv, request.shell)?;
+    // A `{path}` rule may rewrite argv[0]; then std looks the program up itself.
+    let unchanged = admitted[0] == argv[0];
+    argv = admitted;
     if let Some(cap) = grant.limit(Limit::TimeoutSeconds).map(LimitValue::as_f64) {
         timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
     }
@@ -146,8 +146,7 @@ pub fn prepare(
         None => None,
     };
     env.extend(extra);
-    let program = Some(which(&argv[0], env.get("PATH").map(String::as_str), cwd.as_deref().unwrap_or(&lookup_dir)))
-        .filter(|p| p.is_absolute() && p.is_file());
+    let program = Some(looked_up).filter(|p| unchanged && p.is_absolute() && p.is_file());
     Ok(ExecSpec { command: request.command.clone(), argv, program, cwd, env, timeout, credentials })
 }
 

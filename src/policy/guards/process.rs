@@ -35,11 +35,12 @@ pub fn which(program: &str, path: Option<&str>, cwd: &Path) -> PathBuf {
     PathBuf::from(program)
 }
 
-/// Refuses an argv whose executable resolves under a system tree.
+/// Refuses an argv whose executable resolves under a system tree; returns
+/// where the executable was looked up ([`which`]).
 ///
 /// # Errors
 /// `process_invalid` (400) for an empty executable, `process_denied` (403).
-pub fn check_process(argv: &[String], path: Option<&str>, cwd: &Path) -> Result<(), Denial> {
+pub fn check_process(argv: &[String], path: Option<&str>, cwd: &Path) -> Result<PathBuf, Denial> {
     let Some(exe) = argv.first().filter(|e| !e.is_empty() && !e.contains('\0')) else {
         return Err(Denial::invalid("process_invalid", "Empty executable"));
     };
@@ -51,7 +52,7 @@ pub fn check_process(argv: &[String], path: Option<&str>, cwd: &Path) -> Result<
             format!("Executable '{exe}' resolves under a protected directory"),
         ));
     }
-    Ok(())
+    Ok(looked_up)
 }
 
 /// Admits signal `signal` under the policy's `allowed_signals` for the endpoint of `grant`.
