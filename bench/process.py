@@ -1,93 +1,43 @@
 #!/usr/bin/env python3
-"""Process benchmark: our server next to the Python reference, on loopback.
+"""Process rows: `/shell true` latency next to a bare spawn, 200 background
+processes started, listed and killed, and 50 concurrent 1,000-line streams.
 
-    bench/process.py --ours target/release/agent-sandbox-server --ref /tmp/ref/bin/agent-sandbox-server
+Usage: python bench/process.py --ours BIN --ref BIN   (prints markdown rows;
+bench/ must be on PYTHONPATH, as bench/run sets it)
 
-Starts both servers itself (fresh temporary base directories, ABX_SERVER_TOKEN
-set), runs each workload against each, and prints markdown table rows:
-
-    | workload | ours | reference | ratio |
-
-Workloads:
 - `/shell` running `true` over one keep-alive connection (the reference
   answers HTTP/1.0 and closes; the client reconnects), p50 and p99, next to a
-  bare spawn-and-wait of `true` from this script, measured in the same run.
-- 200 background `sleep` processes started, listed and killed (two rounds of
-  100: both servers refuse more than 100 at once by default), counting
-  failures and processes left running.
-- 50 concurrent `/shell/stream` runs of 1,000 lines each, counting every
-  line and exit event delivered.
+  bare spawn-and-wait of `true` from this script, interleaved in the same run
+  so both see the same machine load.
+- 200 background `sleep` processes started, listed and killed, in two rounds
+  of 100 (both servers refuse more than 100 live ones by default), counting
+  failures and processes left running (found with `pgrep -f` and a marker).
+- 50 concurrent `/shell/stream` runs of `seq 1 1000`, counting every line and
+  exit event delivered and every failed connection.
 
 Standard library only. Not a test: numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 
-TOKEN = "bench-token-2f9a"
+from common import HOST, TOKEN, Server, parse_args, row
+
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One server process on loopback ports."""
-
-    def __init__(self, name: str, binary: str) -> None:
-        self.name = name
-        self.dir = tempfile.mkdtemp(prefix=f"abx-bench-{name}-")
-        base = os.path.join(self.dir, "base")
-        os.mkdir(base)
-        self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ABX_")}
-        env.update({"ABX_SERVER_TOKEN": TOKEN, "ABX_SERVER_BASE_DIR": base, "RUST_LOG": "warn"})
-        command = [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--pty-port", str(free_port())]
-        self.log = open(os.path.join(self.dir, "server.log"), "wb")
-        self.process = subprocess.Popen(
-            command, cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                status, _ = request(self.port, "GET", "/health")
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"{name} server did not start; see {self.dir}/server.log")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+REQUESTS = 500
 
 
 def request(port: int, method: str, path: str, body: dict | None = None, conn=None):
     own = conn is None
-    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = conn or http.client.HTTPConnection(HOST, port, timeout=60)
     try:
         conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=HEADERS)
         response = conn.getresponse()
@@ -116,7 +66,7 @@ def bare_spawn(n: int) -> list[float]:
 
 def shell_true(server: Server, n: int) -> tuple[list[float], list[float], int]:
     """Interleaves `/shell true` with bare spawns, so both see the same machine load."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=60)
     shell, bare, failures = [], [], 0
     for _ in range(20):
         request(server.port, "POST", "/shell", {"command": "true"}, conn)
@@ -144,7 +94,7 @@ def background(server: Server, rounds: int = 2, per_round: int = 100) -> tuple[f
     tag = marker()
     failures = 0
     started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=60)
     for _ in range(rounds):
         pids = []
         for _ in range(per_round):
@@ -170,7 +120,7 @@ def background(server: Server, rounds: int = 2, per_round: int = 100) -> tuple[f
 def one_stream(port: int, lines: int, result: list, index: int) -> None:
     got_lines, exits, error = 0, 0, None
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn = http.client.HTTPConnection(HOST, port, timeout=120)
         conn.request("POST", "/shell/stream", body=json.dumps({"command": f"seq 1 {lines}"}), headers=HEADERS)
         response = conn.getresponse()
         event = None
@@ -206,61 +156,37 @@ def streams(server: Server, clients: int = 50, lines: int = 1000) -> tuple[float
     )
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
-
-def ratio(ours: float, ref: float) -> str:
-    return f"{ours / ref:.2f}x" if ref else "-"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ours", required=True, help="our agent-sandbox-server binary")
-    parser.add_argument("--ref", required=True, help="the reference agent-sandbox-server")
-    parser.add_argument("--requests", type=int, default=500, help="/shell true requests per server")
-    args = parser.parse_args()
-    rows = []
+def main() -> None:
+    args = parse_args(__doc__)
     measured = {}
-    for name, binary in (("ours", args.ours), ("ref", args.ref)):
-        server = Server(name, binary)
-        try:
-            shell, bare, shell_failures = shell_true(server, args.requests)
+    for name, binary in (("ours", args.ours), ("reference", args.ref)):
+        with Server.start(name, binary) as server:
+            shell, bare, shell_failures = shell_true(server, REQUESTS)
             measured[name] = {
-                "p50": statistics.median(shell),
-                "p99": percentile(shell, 0.99),
-                "bare": statistics.median(bare),
+                "p50": statistics.median(shell) * 1000,
+                "p99": percentile(shell, 0.99) * 1000,
+                "bare": statistics.median(bare) * 1000,
                 "shell_failures": shell_failures,
                 "background": background(server),
                 "streams": streams(server),
             }
-        finally:
-            server.stop()
-    o, r = measured["ours"], measured["ref"]
-    rows.append(("`/shell true` p50, keep-alive", ms(o["p50"]), ms(r["p50"]), ratio(o["p50"], r["p50"])))
-    rows.append(("`/shell true` p99, keep-alive", ms(o["p99"]), ms(r["p99"]), ratio(o["p99"], r["p99"])))
-    rows.append(("bare spawn+wait `true` p50 (same run)", ms(o["bare"]), ms(r["bare"]), "-"))
-    rows.append(("`/shell true` p50 ÷ bare spawn p50", f"{o['p50'] / o['bare']:.2f}x", f"{r['p50'] / r['bare']:.2f}x", "-"))
-    rows.append(("`/shell true` failures", str(o["shell_failures"]), str(r["shell_failures"]), "-"))
+    o, r = measured["ours"], measured["reference"]
+    note = f"{REQUESTS} requests, failures {o['shell_failures']} / {r['shell_failures']}"
+    print(row("`/shell` running `true`, keep-alive, p50", o["p50"], r["p50"], "ms", better="lower", note=note))
+    print(row("`/shell` running `true`, keep-alive, p99", o["p99"], r["p99"], "ms", better="lower"))
+    print(row("bare spawn-and-wait of `true`, p50, same run", o["bare"], r["bare"], "ms", better="lower"))
+    o_ratio, r_ratio = o["p50"] / o["bare"], r["p50"] / r["bare"]
+    print(row("`/shell true` p50 ÷ bare spawn p50", o_ratio, r_ratio, "x", better="lower"))
     (ot, of, ol), (rt, rf, rl) = o["background"], r["background"]
-    rows.append(("200 background `sleep`: start + list + kill", ms(ot), ms(rt), ratio(ot, rt)))
-    rows.append(("200 background `sleep`: failures / left running", f"{of} / {ol}", f"{rf} / {rl}", "-"))
+    note = f"failures {of} / {rf}, left running {ol} / {rl}"
+    print(row("200 background `sleep`: start, list, kill", ot * 1000, rt * 1000, "ms", better="lower", note=note))
     (ot, olines, oexits, ofail), (rt, rlines, rexits, rfail) = o["streams"], r["streams"]
-    rows.append(("50 concurrent `/shell/stream` × 1,000 lines", ms(ot), ms(rt), ratio(ot, rt)))
-    rows.append(
-        (
-            "50 streams: lines / exit events delivered, failed connections",
-            f"{olines}/50000, {oexits}/50, {ofail}",
-            f"{rlines}/50000, {rexits}/50, {rfail}",
-            "-",
-        )
+    note = (
+        f"delivered {olines}/50000 lines, {oexits}/50 exits, {ofail} failed connections"
+        f" / {rlines}/50000, {rexits}/50, {rfail}"
     )
-    print("| workload | ours | reference | ratio |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    return 0
+    print(row("50 concurrent `/shell/stream` × 1,000 lines", ot * 1000, rt * 1000, "ms", better="lower", note=note))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -23,6 +23,8 @@
 //! - [`process`]: supervised processes: the reaper that owns every child's
 //!   exit, process groups, `/shell` and background processes.
 //! - [`sys`]: the one module allowed `unsafe` (what a child does before `exec`).
+//! - [`system`]: system information, metrics, ports, packages and the
+//!   `/env` rules (no axum).
 //! - Domain modules, filled by later work, never import axum: `fs` (files),
 //!   `pty` (terminals), `code` (code execution), `system` (system information).
 
@@ -38,6 +40,7 @@ pub mod policy;
 pub mod process;
 pub mod server;
 pub mod sys;
+pub mod system;
 
 /// Version reported by `version` and `/capabilities`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -7,6 +7,11 @@
 pub mod core;
 pub mod error;
 pub mod process;
+pub mod system;
 
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
 pub use self::error::ErrorBody;
+pub use self::system::{
+    CgroupStats, EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, ListeningPort, PackageInfo, PackageList,
+    PackagesQuery, PortList, SystemInfo, SystemMetrics,
+};

@@ -7,6 +7,7 @@
 mod error;
 mod process;
 pub mod sse;
+mod system;
 
 use std::time::Duration;
 

@@ -10,6 +10,7 @@ pub mod extract;
 mod pipeline;
 mod process;
 pub mod routes;
+mod system;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use self::pipeline::{pipeline, RouteContext};
 use crate::endpoints::{Endpoint, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
+use crate::system::System;
 
 /// State shared by every handler.
 #[derive(Clone)]
@@ -45,6 +47,8 @@ pub struct AppState {
     pub env: Arc<ChildEnv>,
     /// Background processes and the process limits of the exec endpoints.
     pub processes: crate::process::Processes,
+    /// System information state (CPU sampler, cgroup location, caches).
+    pub system: Arc<System>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -55,7 +59,14 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        AppState { engine, shutdown, env, processes: crate::process::Processes::new(), served: Arc::new(served) }
+        AppState {
+            engine,
+            shutdown,
+            env,
+            processes: crate::process::Processes::new(),
+            system: Arc::new(System::new()),
+            served: Arc::new(served),
+        }
     }
 
     /// Whether this build serves `endpoint` (the PTY WebSocket counts when its listener runs).

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{core, process, AppState};
+use super::{core, process, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -25,6 +25,12 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "process_signal" => bind(endpoint, process::signal),
         "process_stdin" => bind(endpoint, process::stdin),
         "process_output" => bind(endpoint, process::output),
+        "system_info" => bind(endpoint, system::info),
+        "system_metrics" => bind(endpoint, system::metrics),
+        "env_get" => bind(endpoint, system::env_get),
+        "env_set" => bind(endpoint, system::env_set),
+        "ports" => bind(endpoint, system::ports),
+        "packages" => bind(endpoint, system::packages),
         _ => return None,
     };
     Some(route)

@@ -8,6 +8,7 @@
 
 mod core;
 mod process;
+mod system;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,9 @@ pub enum ClientCommand {
     /// Processes.
     #[command(flatten)]
     Process(process::ProcessCommand),
+    /// System information, environment, ports and packages.
+    #[command(flatten)]
+    System(system::SystemCommand),
 }
 
 /// Why a verb failed: a client error, or an exit code the verb chose.
@@ -73,6 +77,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
             ClientCommand::Process(command) => process::run(&client, command).await,
+            ClientCommand::System(command) => system::run(&client, command).await,
         }
     });
     match result {

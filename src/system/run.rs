@@ -1,0 +1,154 @@
+//! The one place the system domain starts programs (`python3 --version`,
+//! package managers): bounded in time and output, in their own process
+//! group, killed with that group when they overrun or the request goes away.
+//!
+//! It spawns through the process supervisor (`process::reaper`), which owns
+//! every child's exit status.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use crate::process::run::KillOnDrop;
+use crate::process::{receiver, supervisor, SpawnOptions};
+
+/// What a finished program left.
+#[derive(Debug)]
+pub struct Ran {
+    /// How it exited.
+    pub status: ExitStatus,
+    /// Its standard output (standard error is discarded).
+    pub stdout: Vec<u8>,
+}
+
+/// Why a program did not run to completion.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The program (or the working directory) does not exist.
+    #[error("not installed")]
+    NotFound,
+    /// It ran longer than allowed and was killed.
+    #[error("timed out")]
+    Timeout,
+    /// It wrote more than allowed and was killed.
+    #[error("wrote more than {0} bytes")]
+    TooMuchOutput(usize),
+    /// It could not be started or read.
+    #[error("cannot run: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The wait status std reports for a supervisor's exit status.
+fn std_status(status: crate::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        crate::process::ExitStatus::Exited(code) => ExitStatus::from_raw((code & 0xff) << 8),
+        crate::process::ExitStatus::Signaled(signal) => ExitStatus::from_raw(signal & 0x7f),
+    }
+}
+
+/// Runs `program args` with exactly `env`, in `cwd`, stdin closed; returns
+/// its exit status and at most `max_output` bytes of standard output.
+///
+/// # Errors
+/// [`RunError::NotFound`] when there is no such program, [`RunError::Timeout`]
+/// and [`RunError::TooMuchOutput`] after terminating its process group.
+pub async fn run(
+    program: &str,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    timeout: Duration,
+    max_output: usize,
+) -> Result<Ran, RunError> {
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(env)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let spawned = supervisor().spawn(command, SpawnOptions::default()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => RunError::NotFound,
+        _ => RunError::Io(e),
+    })?;
+    // Terminates the whole group unless the program finished within its limits.
+    let mut guard = KillOnDrop::new(spawned.job.clone());
+    let stdout = spawned.stdout.ok_or_else(|| RunError::Io(std::io::Error::other("no stdout pipe")))?;
+    let mut stdout = receiver(stdout)?;
+    let job = spawned.job;
+    let finish = async {
+        let mut buffer = Vec::new();
+        (&mut stdout).take(max_output as u64 + 1).read_to_end(&mut buffer).await?;
+        if buffer.len() > max_output {
+            return Err(RunError::TooMuchOutput(max_output));
+        }
+        let status = std_status(job.exited().await);
+        Ok(Ran { status, stdout: buffer })
+    };
+    let ran = tokio::time::timeout(timeout, finish).await.map_err(|_| RunError::Timeout)??;
+    guard.disarm();
+    Ok(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> BTreeMap<String, String> {
+        std::env::vars().filter(|(k, _)| k == "PATH").collect()
+    }
+
+    #[tokio::test]
+    async fn output_and_status_come_back() {
+        let ran = run("sh", &["-c", "printf hello; exit 3"], &env(), Path::new("/"), Duration::from_secs(10), 64)
+            .await
+            .expect("runs");
+        assert_eq!((ran.stdout.as_slice(), ran.status.code()), (&b"hello"[..], Some(3)));
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_exactly_the_one_given() {
+        let mut vars = env();
+        vars.insert("ONLY_THIS".into(), "1".into());
+        let ran = run("sh", &["-c", "env | grep -c ."], &vars, Path::new("/"), Duration::from_secs(10), 64)
+            .await
+            .expect("runs");
+        // PATH, ONLY_THIS, and the PWD the shell adds.
+        assert!(String::from_utf8_lossy(&ran.stdout).trim().parse::<u32>().expect("count") <= 3);
+    }
+
+    #[tokio::test]
+    async fn missing_programs_and_floods_are_told_apart() {
+        let missing = run("no-such-program-4b1f", &[], &env(), Path::new("/"), Duration::from_secs(5), 64).await;
+        assert!(matches!(missing, Err(RunError::NotFound)), "{missing:?}");
+        let flood = run("sh", &["-c", "yes"], &env(), Path::new("/"), Duration::from_secs(10), 4096).await;
+        assert!(matches!(flood, Err(RunError::TooMuchOutput(4096))), "{flood:?}");
+    }
+
+    #[tokio::test]
+    async fn an_overrun_kills_the_whole_process_group() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // The grandchild `sleep` holds stdout open: only killing the group ends the read.
+        let script = "sleep 30 & echo $! > grandchild; wait";
+        let slow = run("sh", &["-c", script], &env(), dir.path(), Duration::from_millis(300), 64).await;
+        assert!(matches!(slow, Err(RunError::Timeout)), "{slow:?}");
+        let pid = std::fs::read_to_string(dir.path().join("grandchild")).expect("pid file");
+        // Not our child: no exit to await, so watch its state (a zombie or gone means dead).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|rest| rest.chars().next());
+            if matches!(state, None | Some('Z') | Some('X')) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "grandchild still running: {stat}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
