@@ -79,3 +79,36 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
         command.pre_exec(hook);
     }
 }
+
+/// A pidfd for `pid` (Linux 5.3 and later): a descriptor that becomes
+/// readable when the process exits, so its exit can be awaited with epoll on
+/// the waiting thread. The caller must hold `pid` unreaped, so it names the
+/// right process.
+///
+/// # Errors
+/// The kernel's refusal (`ENOSYS` on old kernels, `ESRCH`).
+pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes two integers (a pid and flags, none) and
+    // returns a new descriptor or -1; no memory is shared with the kernel.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("descriptor out of range"))?;
+    // SAFETY: the kernel has just returned this descriptor; nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Registers an owned descriptor with the current tokio runtime for readability.
+///
+/// # Errors
+/// No runtime on this thread, or epoll refuses the descriptor.
+pub fn readable_source(fd: std::os::fd::OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    // SAFETY: the `AsyncFd` takes ownership of the `OwnedFd`, which keeps the
+    // descriptor open, unchanged and returned by every `as_raw_fd` call until
+    // the `AsyncFd` is dropped; a runtime is current (checked above).
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}

@@ -22,13 +22,16 @@
 use std::collections::HashMap;
 use std::io;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use std::os::fd::OwnedFd;
+
+use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use crate::sys::{self, ChildSetup, Credentials};
@@ -180,6 +183,10 @@ impl Supervisor {
         }
         let (tx, rx) = watch::channel(None);
         table.children.insert(pid, Registered { pgid: pid, exit: tx });
+        // Opened while the pid is unreaped, so it is this child's.
+        let pidfd = sys::pidfd_open(pid)
+            .ok()
+            .map(|fd| Arc::new(ExitFd { pending: Mutex::new(Some(fd)), registered: OnceLock::new() }));
         table.generation += 1;
         drop(table);
         self.wake.notify_all();
@@ -187,7 +194,7 @@ impl Supervisor {
         let stdio = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         drop(child);
         Ok(Spawned {
-            job: Job { pid, pgid: pid, exit: rx, supervisor: self },
+            job: Job { pid, pgid: pid, exit: rx, supervisor: self, pidfd },
             stdin: stdio.0,
             stdout: stdio.1,
             stderr: stdio.2,
@@ -244,7 +251,13 @@ impl Supervisor {
             table
                 .children
                 .iter()
-                .map(|(pid, r)| Job { pid: *pid, pgid: r.pgid, exit: r.exit.subscribe(), supervisor: self })
+                .map(|(pid, r)| Job {
+                    pid: *pid,
+                    pgid: r.pgid,
+                    exit: r.exit.subscribe(),
+                    supervisor: self,
+                    pidfd: None,
+                })
                 .collect()
         };
         if jobs.is_empty() {
@@ -304,6 +317,25 @@ pub enum SignalError {
     Os(Errno),
 }
 
+/// A child's pidfd, registered with the runtime on first use.
+#[derive(Debug)]
+struct ExitFd {
+    pending: Mutex<Option<OwnedFd>>,
+    registered: OnceLock<Option<AsyncFd<OwnedFd>>>,
+}
+
+impl ExitFd {
+    /// The pidfd as a runtime source (`None` outside a runtime or if epoll refuses it).
+    fn source(&self) -> Option<&AsyncFd<OwnedFd>> {
+        self.registered
+            .get_or_init(|| {
+                let fd = self.pending.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+                sys::readable_source(fd).ok()
+            })
+            .as_ref()
+    }
+}
+
 /// Control of one spawned child and its process group.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -311,6 +343,9 @@ pub struct Job {
     pgid: i32,
     exit: watch::Receiver<Option<ExitStatus>>,
     supervisor: &'static Supervisor,
+    /// Readable when the child exits: the waiting thread learns it from its
+    /// own epoll instead of being woken by the reaper thread.
+    pidfd: Option<Arc<ExitFd>>,
 }
 
 impl Job {
@@ -331,9 +366,25 @@ impl Job {
 
     /// Waits until it has exited and been reaped.
     pub async fn exited(&self) -> ExitStatus {
-        if let Some(status) = self.status().or_else(|| self.supervisor.try_reap(self.pid)) {
+        let now = || self.status().or_else(|| self.supervisor.try_reap(self.pid));
+        if let Some(status) = now() {
             return status;
         }
+        if let Some(source) = self.pidfd.as_ref().and_then(|p| p.source()) {
+            tokio::select! {
+                ready = source.readable() => {
+                    if let (Ok(_), Some(status)) = (ready, now()) {
+                        return status;
+                    }
+                }
+                status = self.reaped() => return status,
+            }
+        }
+        self.reaped().await
+    }
+
+    /// Waits for the reaper thread to deliver the exit status.
+    async fn reaped(&self) -> ExitStatus {
         let mut rx = self.exit.clone();
         loop {
             if let Some(status) = *rx.borrow_and_update() {
