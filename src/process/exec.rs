@@ -181,3 +181,99 @@ fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<Credentials,
         groups: groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::endpoints::Param;
+    use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
+    use crate::policy::{Identity, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+
+    /// A grant for `endpoint` under one policy rule, with `base` as the base directory.
+    fn grant(endpoint: &str, base: &std::path::Path, rule: RuleSpec) -> Grant {
+        let layer =
+            Layer { selector: Selector::Exact(endpoint.into()), rank: Rank::Policy, rule, origin: "test".into() };
+        let document = PolicyDocument { layers: vec![layer], ..PolicyDocument::default() };
+        let inputs = PolicyInputs { base_dir: base.to_path_buf(), document: Some(document), ..PolicyInputs::default() };
+        let engine = Arc::new(PolicyEngine::new(inputs).expect("valid policy"));
+        let ep = crate::endpoints::find(endpoint).expect("endpoint");
+        engine.admit(ep, Identity::new("t", ["*"])).expect("admitted").0
+    }
+
+    fn env() -> ChildEnv {
+        ChildEnv::from_vars([("PATH".to_string(), "/usr/bin:/bin".to_string())], &["MY_SECRET".to_string()])
+    }
+
+    fn request(command: &str) -> ExecRequest {
+        ExecRequest::new(command)
+    }
+
+    #[test]
+    fn timeouts_default_per_endpoint_and_are_capped_by_the_policy() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let free = grant("shell", dir.path(), RuleSpec::default());
+        assert_eq!(prepare(&free, &env(), &request("true"), ExecKind::Shell).expect("ok").timeout, Some(300.0));
+        let start = grant("process_start", dir.path(), RuleSpec::default());
+        assert_eq!(prepare(&start, &env(), &request("true"), ExecKind::Start).expect("ok").timeout, None);
+        let mut capped = RuleSpec::default();
+        capped.limits.insert(Limit::TimeoutSeconds, LimitValue::Number(2.5));
+        let capped = grant("shell", dir.path(), capped);
+        let asked = ExecRequest { timeout: Some(10.0), ..request("true") };
+        assert_eq!(prepare(&capped, &env(), &asked, ExecKind::Shell).expect("ok").timeout, Some(2.5));
+        let spec = prepare(&free, &env(), &request("true"), ExecKind::Shell).expect("ok");
+        assert_eq!(spec.program.as_deref(), Some(std::path::Path::new("/usr/bin/true")));
+        assert_eq!(spec.cwd, Some(dir.path().canonicalize().expect("real")));
+    }
+
+    #[test]
+    fn command_rules_apply_and_forbid_a_shell() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut rule = RuleSpec::default();
+        rule.params.insert(Param::AllowCommands, ParamValue::Strings(vec!["echo ...".into()]));
+        let g = grant("shell", dir.path(), rule);
+        assert!(prepare(&g, &env(), &request("echo hi"), ExecKind::Shell).is_ok());
+        let code = |r: Result<ExecSpec, ProcessError>| match r {
+            Err(ProcessError::Denied(d)) => d.code(),
+            other => panic!("expected a denial, got {other:?}"),
+        };
+        assert_eq!(code(prepare(&g, &env(), &request("rm -rf x"), ExecKind::Shell)), "command_not_allowed");
+        let shell = ExecRequest { shell: true, ..request("echo hi") };
+        assert_eq!(code(prepare(&g, &env(), &shell, ExecKind::Shell)), "shell_not_allowed");
+    }
+
+    #[test]
+    fn env_and_cwd_are_checked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::write(dir.path().join("file"), b"").expect("file");
+        let g = grant("shell", dir.path(), RuleSpec::default());
+        let with_env = |k: &str| ExecRequest { env: Some([(k.to_string(), "x".to_string())].into()), ..request("env") };
+        let denial = |r: Result<ExecSpec, ProcessError>| match r {
+            Err(ProcessError::Denied(d)) => d.code(),
+            other => panic!("expected a denial, got {other:?}"),
+        };
+        assert_eq!(denial(prepare(&g, &env(), &with_env("MY_SECRET"), ExecKind::Shell)), "env_var_not_allowed");
+        assert_eq!(denial(prepare(&g, &env(), &with_env("ABX_X"), ExecKind::Shell)), "env_var_denied");
+        let spec = prepare(&g, &env(), &with_env("OK_VAR"), ExecKind::Shell).expect("ok");
+        assert_eq!(spec.env.get("OK_VAR").map(String::as_str), Some("x"));
+        let outside = ExecRequest { cwd: Some("/etc".into()), ..request("ls") };
+        assert_eq!(denial(prepare(&g, &env(), &outside, ExecKind::Shell)), "path_not_allowed");
+        let file = ExecRequest { cwd: Some("file".into()), ..request("ls") };
+        assert!(
+            matches!(prepare(&g, &env(), &file, ExecKind::Shell), Err(ProcessError::Invalid(m)) if m == "'cwd' is not a directory: file")
+        );
+        assert!(matches!(prepare(&g, &env(), &request("  "), ExecKind::Shell), Err(ProcessError::Invalid(_))));
+    }
+
+    #[tokio::test]
+    async fn max_output_bytes_truncates_shell_output_at_a_character() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let g = grant("shell", dir.path(), RuleSpec::default());
+        let spec = prepare(&g, &env(), &request("printf 'abé0123456789'"), ExecKind::Shell).expect("ok");
+        let result = super::super::run::run(spec, Some(3)).await.expect("runs");
+        assert_eq!((result.stdout.as_str(), result.truncated), ("ab", Some(true)), "the cut é is left out whole");
+        let spec = prepare(&g, &env(), &request("printf abc"), ExecKind::Shell).expect("ok");
+        assert_eq!(super::super::run::run(spec, Some(3)).await.expect("runs").truncated, None);
+    }
+}
