@@ -97,7 +97,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         _ => {}
     }
     // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
-    tokio::spawn(crate::process::supervisor().watch_sigchld());
+    crate::process::supervisor();
     crate::process::reaper::protect_daemon_from_oom();
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;

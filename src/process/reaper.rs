@@ -15,9 +15,11 @@
 //! - Unregistered pids are reaped too: orphans reparented to the daemon (it
 //!   is a child subreaper, or PID 1 in a container) never linger as zombies.
 //!
-//! When there are no children, the thread sleeps until a spawn or a SIGCHLD
-//! (see [`Supervisor::watch_sigchld`]) wakes it. Nothing else in the daemon
-//! may wait for a child (`.clippy.toml` forbids it).
+//! When there are no children, the thread sleeps until a spawn wakes it, or
+//! for at most [`IDLE_POLL`]: an orphan reparented while the daemon has no
+//! child of its own is reaped within that time. (A SIGCHLD handler would
+//! wake it sooner, but costs a signal delivery and a wake-up on every exit.)
+//! Nothing else in the daemon may wait for a child (`.clippy.toml` forbids it).
 
 use std::collections::HashMap;
 use std::io;
@@ -67,6 +69,9 @@ pub struct SpawnOptions {
     pub oom_score_adj: Option<i32>,
 }
 
+/// Longest an idle reaper (no children) sleeps before looking for reparented orphans.
+pub const IDLE_POLL: Duration = Duration::from_secs(1);
+
 /// `oom_score_adj` of children: the kernel kills the workload before the daemon.
 pub const CHILD_OOM_SCORE_ADJ: i32 = 500;
 /// `oom_score_adj` the daemon gives itself where it has the privilege.
@@ -93,7 +98,7 @@ struct Registered {
 #[derive(Default)]
 struct Table {
     children: HashMap<i32, Registered>,
-    /// Bumped on every spawn and SIGCHLD, so the idle reaper never misses one.
+    /// Bumped on every spawn, so the idle reaper never misses one.
     generation: u64,
 }
 
@@ -201,24 +206,6 @@ impl Supervisor {
         })
     }
 
-    /// Wakes the idle reaper on every SIGCHLD, so orphans reparented to the
-    /// daemon are reaped even when it has no registered children. Runs until
-    /// the runtime stops.
-    pub async fn watch_sigchld(&'static self) {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut sigchld = match signal(SignalKind::child()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGCHLD; orphans are reaped on the next spawn");
-                return;
-            }
-        };
-        while sigchld.recv().await.is_some() {
-            self.lock().generation += 1;
-            self.wake.notify_all();
-        }
-    }
-
     /// Reaps `pid` now if it has exited (the caller saw its pipes close),
     /// without waiting for the reaper thread to wake.
     #[allow(clippy::disallowed_methods)] // under the table lock, as the reaper does
@@ -293,8 +280,7 @@ impl Supervisor {
                 Err(Errno::ECHILD) => {
                     let table = self.lock();
                     if table.generation == generation {
-                        // The timeout is a safety net; spawns and SIGCHLD wake us.
-                        let _ = self.wake.wait_timeout(table, Duration::from_secs(5));
+                        let _ = self.wake.wait_timeout(table, IDLE_POLL);
                     }
                 }
                 Err(e) => {
