@@ -7,8 +7,9 @@ bench/ must be on PYTHONPATH, as bench/run sets it)
 
 - `/shell` running `true` over one keep-alive connection (the reference
   answers HTTP/1.0 and closes; the client reconnects), p50 and p99, next to a
-  bare spawn-and-wait of `true` from this script, interleaved in the same run
-  so both see the same machine load.
+  bare spawn-and-wait of `true` from this script (`os.posix_spawn` +
+  `waitpid`) and Python's run-and-capture idiom (`subprocess.run`, what the
+  reference does), interleaved in the same run so all see the same load.
 - 200 background `sleep` processes started, listed and killed, in two rounds
   of 100 (both servers refuse more than 100 live ones by default), counting
   failures and processes left running (found with `pgrep -f` and a marker).
@@ -64,10 +65,20 @@ def bare_spawn(n: int) -> list[float]:
     return samples
 
 
-def shell_true(server: Server, n: int) -> tuple[list[float], list[float], int]:
-    """Interleaves `/shell true` with bare spawns, so both see the same machine load."""
+def subprocess_run(n: int) -> list[float]:
+    """Python's idiom for running a command and capturing its output (what the reference does)."""
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        subprocess.run(["true"], capture_output=True, check=False)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def shell_true(server: Server, n: int) -> tuple[list[float], list[float], list[float], int]:
+    """Interleaves `/shell true` with bare spawns, so all see the same machine load."""
     conn = http.client.HTTPConnection(HOST, server.port, timeout=60)
-    shell, bare, failures = [], [], 0
+    shell, bare, idiom, failures = [], [], [], 0
     for _ in range(20):
         request(server.port, "POST", "/shell", {"command": "true"}, conn)
     for _ in range(n):
@@ -76,8 +87,9 @@ def shell_true(server: Server, n: int) -> tuple[list[float], list[float], int]:
         shell.append(time.perf_counter() - started)
         failures += status != 200 or body.get("exit_code") != 0
         bare.extend(bare_spawn(1))
+        idiom.extend(subprocess_run(1))
     conn.close()
-    return shell, bare, failures
+    return shell, bare, idiom, failures
 
 
 def marker() -> str:
@@ -161,11 +173,12 @@ def main() -> None:
     measured = {}
     for name, binary in (("ours", args.ours), ("reference", args.ref)):
         with Server.start(name, binary) as server:
-            shell, bare, shell_failures = shell_true(server, REQUESTS)
+            shell, bare, idiom, shell_failures = shell_true(server, REQUESTS)
             measured[name] = {
                 "p50": statistics.median(shell) * 1000,
                 "p99": percentile(shell, 0.99) * 1000,
                 "bare": statistics.median(bare) * 1000,
+                "idiom": statistics.median(idiom) * 1000,
                 "shell_failures": shell_failures,
                 "background": background(server),
                 "streams": streams(server),
@@ -174,9 +187,14 @@ def main() -> None:
     note = f"{REQUESTS} requests, failures {o['shell_failures']} / {r['shell_failures']}"
     print(row("`/shell` running `true`, keep-alive, p50", o["p50"], r["p50"], "ms", better="lower", note=note))
     print(row("`/shell` running `true`, keep-alive, p99", o["p99"], r["p99"], "ms", better="lower"))
-    print(row("bare spawn-and-wait of `true`, p50, same run", o["bare"], r["bare"], "ms", better="lower"))
+    bare_note = "os.posix_spawn + waitpid from this script"
+    print(row("bare spawn-and-wait of `true`, p50, same run", o["bare"], r["bare"], "ms", better="lower", note=bare_note))
     o_ratio, r_ratio = o["p50"] / o["bare"], r["p50"] / r["bare"]
-    print(row("`/shell true` p50 ÷ bare spawn p50", o_ratio, r_ratio, "x", better="lower"))
+    print(row("`/shell true` p50 ÷ bare spawn-and-wait p50", o_ratio, r_ratio, "x", better="lower"))
+    idiom_note = "subprocess.run(capture_output=True) from this script"
+    print(row("Python's run-and-capture of `true`, p50, same run", o["idiom"], r["idiom"], "ms", better="lower", note=idiom_note))
+    o_ratio, r_ratio = o["p50"] / o["idiom"], r["p50"] / r["idiom"]
+    print(row("`/shell true` p50 ÷ run-and-capture p50", o_ratio, r_ratio, "x", better="lower"))
     (ot, of, ol), (rt, rf, rl) = o["background"], r["background"]
     note = f"failures {of} / {rf}, left running {ol} / {rl}"
     print(row("200 background `sleep`: start, list, kill", ot * 1000, rt * 1000, "ms", better="lower", note=note))
