@@ -22,7 +22,7 @@
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
 //! - [`process`]: supervised processes: the reaper that owns every child's
 //!   exit, process groups, `/shell` and background processes.
-//! - [`sys`]: the one module allowed `unsafe` (what a child does before `exec`).
+//! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
 //! - Domain modules, filled by later work, never import axum: `fs` (files),

@@ -1,4 +1,5 @@
-//! The only place with `unsafe`: what a child does between `fork` and `exec`.
+//! The only place with `unsafe`: what a child does between `fork` and
+//! `exec`, and the pidfd that tells the daemon when a child exits.
 //!
 //! [`prepare_child`] installs one `pre_exec` hook that, in the forked child,
 //! raises its `oom_score_adj` (so the kernel's OOM killer prefers the
@@ -6,6 +7,8 @@
 //! optionally drops to another user (supplementary groups, group, user, in
 //! that order, after everything that needs root). Everything the hook uses is
 //! computed beforehand; the hook itself only makes system calls.
+//! [`pidfd_open`] and [`readable_source`] let a task await a child's exit on
+//! the runtime's epoll.
 #![allow(unsafe_code)]
 
 use std::io;
