@@ -25,6 +25,12 @@ fn marker() -> String {
     format!("1000.{:07}{unique:03}{nanos:09}", std::process::id() % 10_000_000)
 }
 
+/// A background request bounded in time, so nothing outlives a failed test
+/// (the harness SIGKILLs the server, which then cannot stop its children).
+fn bounded(command: String) -> ExecRequest {
+    ExecRequest { timeout: Some(60.0), ..ExecRequest::new(command) }
+}
+
 /// Pids whose command line contains `pattern`.
 fn pgrep(pattern: &str) -> Vec<u32> {
     let out = std::process::Command::new("pgrep").args(["-f", pattern]).output().expect("pgrep");
@@ -223,7 +229,7 @@ async fn signals_end_processes_and_bad_requests_are_refused() {
     let server = common::start();
     let client = server.client();
     let tag = marker();
-    let pid = client.start(&ExecRequest::new(format!("sh -c 'sleep {tag} & wait' {tag}"))).await.expect("start").pid;
+    let pid = client.start(&bounded(format!("sh -c 'sleep {tag} & wait' {tag}"))).await.expect("start").pid;
     let (status, body) = post(&server, &format!("/process/{pid}/signal"), json!({"signal": 1})).await;
     assert_eq!((status, &body["error"]), (400, &json!("Signal 1 not allowed; permitted: [2, 9, 15, 18, 20]")));
     let (status, _) = post(&server, &format!("/process/{pid}/signal"), json!({})).await;
@@ -267,7 +273,7 @@ async fn max_processes_refuses_the_hundred_and_first() {
     let server = common::start();
     let client = server.client();
     let tag = marker();
-    let request = ExecRequest::new(format!("sleep {tag}"));
+    let request = bounded(format!("sleep {tag}"));
     let mut pids = Vec::new();
     for _ in 0..100 {
         pids.push(client.start(&request).await.expect("start").pid);
@@ -290,6 +296,11 @@ async fn max_processes_refuses_the_hundred_and_first() {
     };
     assert!(started.pid > 0);
     assert_eq!(pgrep(&tag).len(), 99);
+    // The harness SIGKILLs the server, which then cannot stop its children: stop them here.
+    for pid in &pids[1..] {
+        client.signal(*pid, 9).await.expect("kill");
+    }
+    assert_gone(&tag, Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
@@ -297,8 +308,8 @@ async fn shutdown_terminates_every_child() {
     let mut server = common::start();
     let tag = marker();
     let client = server.client();
-    client.start(&ExecRequest::new(format!("sh -c 'trap \"\" TERM; sleep {tag} & wait' {tag}"))).await.expect("start");
-    client.start(&ExecRequest::new(format!("sleep {tag}"))).await.expect("start");
+    client.start(&bounded(format!("sh -c 'trap \"\" TERM; sleep {tag} & wait' {tag}"))).await.expect("start");
+    client.start(&bounded(format!("sleep {tag}"))).await.expect("start");
     assert_eq!(pgrep(&tag).len(), 3);
     let status = server.signal_and_wait(Signal::SIGTERM, Duration::from_secs(20));
     assert!(status.is_some(), "the server exited");
@@ -309,9 +320,9 @@ async fn shutdown_terminates_every_child() {
 async fn health_answers_while_a_child_floods_output() {
     let server = common::start();
     let client = server.client();
-    let flood = ExecRequest { capture_output: true, ..ExecRequest::new("yes flood-flood-flood-flood") };
+    let flood = ExecRequest { capture_output: true, ..bounded("yes flood-flood-flood-flood".into()) };
     let pid = client.start(&flood).await.expect("start").pid;
-    let burn = client.start(&ExecRequest::new("sh -c 'while :; do :; done'")).await.expect("start").pid;
+    let burn = client.start(&bounded("sh -c 'while :; do :; done'".into())).await.expect("start").pid;
     for _ in 0..5 {
         let asked = Instant::now();
         assert!(client.health().await.expect("health"));
