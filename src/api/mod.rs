@@ -9,6 +9,7 @@ pub mod commands;
 pub mod core;
 pub mod error;
 pub mod files;
+pub mod process;
 pub mod pty;
 pub mod system;
 
