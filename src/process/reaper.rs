@@ -1,9 +1,8 @@
 //! The reaper: the one owner of child exit statuses in this daemon.
 //!
-//! A dedicated thread blocks in `waitid(P_ALL, WEXITED | WNOWAIT)`: it learns
-//! that *some* child exited without reaping it, then takes the table lock and
-//! reaps exactly that pid with `waitpid(pid, WNOHANG)`, delivering the status
-//! to whoever registered the pid. Three rules make this race-free:
+//! A child's exit is reaped under the table lock with `waitpid(pid, WNOHANG)`
+//! and its status handed to whoever registered the pid. Three rules make
+//! this race-free:
 //!
 //! - [`Supervisor::spawn`] holds the table lock from before `fork` until the
 //!   new pid is registered, so an exit can never be reaped before someone is
@@ -15,10 +14,16 @@
 //! - Unregistered pids are reaped too: orphans reparented to the daemon (it
 //!   is a child subreaper, or PID 1 in a container) never linger as zombies.
 //!
-//! When there are no children, the thread sleeps until a spawn wakes it, or
-//! for at most [`IDLE_POLL`]: an orphan reparented while the daemon has no
-//! child of its own is reaped within that time. (A SIGCHLD handler would
-//! wake it sooner, but costs a signal delivery and a wake-up on every exit.)
+//! Who waits: whoever awaits [`Job::exited`] learns of the exit on the
+//! child's pidfd (opened lazily, under the lock, while the pid is unreaped)
+//! through the runtime's own epoll, and reaps it then; a run that saw its
+//! pipes close reaps it at once, without waiting at all. The reaper thread
+//! is then only a sweeper: every [`IDLE_POLL`] it reaps whatever zombie is
+//! left (a reparented orphan, a child nobody awaits), so no exit wakes it
+//! and no spawn has to. On a kernel without pidfds (before 5.3, or a seccomp
+//! filter refusing them) it falls back to blocking in `waitid(P_ALL,
+//! WEXITED | WNOWAIT)` and reaping each exit as it happens, sleeping until a
+//! spawn wakes it while there is no child.
 //! Nothing else in the daemon may wait for a child (`.clippy.toml` forbids it).
 
 use std::collections::HashMap;
@@ -80,7 +85,8 @@ pub struct SpawnOptions {
     pub oom_score_adj: Option<i32>,
 }
 
-/// Longest an idle reaper (no children) sleeps before looking for reparented orphans.
+/// How often the reaper sweeps for zombies nobody awaits (reparented
+/// orphans); without pidfds, the longest it sleeps while there is no child.
 pub const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// `oom_score_adj` of children: the kernel kills the workload before the daemon.
@@ -117,6 +123,9 @@ struct Table {
 pub struct Supervisor {
     table: Mutex<Table>,
     wake: Condvar,
+    /// Whether the kernel hands out pidfds: exits are then awaited on them
+    /// and the reaper thread only sweeps.
+    pidfds: bool,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -137,7 +146,12 @@ pub fn supervisor() -> &'static Supervisor {
                 tracing::warn!(error = %e, "cannot become a child subreaper; orphans of children go to init");
             }
         }
-        Supervisor { table: Mutex::new(Table::default()), wake: Condvar::new() }
+        // One probe decides how exits are awaited for the daemon's lifetime.
+        let pidfds = sys::pidfd_open(nix::unistd::getpid().as_raw()).is_ok();
+        if !pidfds {
+            tracing::info!("no pidfds; the reaper thread waits for every exit");
+        }
+        Supervisor { table: Mutex::new(Table::default()), wake: Condvar::new(), pidfds }
     });
     THREAD.call_once(|| {
         let spawned = std::thread::Builder::new().name("abx-reaper".into()).spawn(move || supervisor.reap_forever());
@@ -200,26 +214,25 @@ impl Supervisor {
         }
         let (tx, rx) = watch::channel(None);
         table.children.insert(pid, Registered { pgid: pid, exit: tx });
-        // Opened while the pid is unreaped, so it is this child's.
-        let pidfd = sys::pidfd_open(pid)
-            .ok()
-            .map(|fd| Arc::new(ExitFd { pending: Mutex::new(Some(fd)), registered: OnceLock::new() }));
         table.generation += 1;
         drop(table);
-        self.wake.notify_all();
+        if !self.pidfds {
+            // A reaper without children sleeps until told there is one to wait for.
+            self.wake.notify_all();
+        }
         // Dropping a std `Child` neither waits nor kills: the reaper owns it now.
         let stdio = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         drop(child);
         Ok(Spawned {
-            job: Job { pid, pgid: pid, exit: rx, supervisor: self, pidfd },
+            job: Job { pid, pgid: pid, exit: rx, supervisor: self, pidfd: Arc::default() },
             stdin: stdio.0,
             stdout: stdio.1,
             stderr: stdio.2,
         })
     }
 
-    /// Reaps `pid` now if it has exited (the caller saw its pipes close),
-    /// without waiting for the reaper thread to wake.
+    /// Reaps `pid` now if it has exited (the caller saw its pipes close, or
+    /// its pidfd), without waiting for the reaper thread.
     #[allow(clippy::disallowed_methods)] // under the table lock, as the reaper does
     fn try_reap(&self, pid: i32) -> Option<ExitStatus> {
         let mut table = self.lock();
@@ -255,7 +268,7 @@ impl Supervisor {
                     pgid: r.pgid,
                     exit: r.exit.subscribe(),
                     supervisor: self,
-                    pidfd: None,
+                    pidfd: Arc::default(),
                 })
                 .collect()
         };
@@ -266,41 +279,80 @@ impl Supervisor {
         futures_util::future::join_all(jobs.iter().map(|job| job.terminate(grace))).await;
     }
 
-    #[allow(clippy::disallowed_methods)] // the one place that waits
     fn reap_forever(&self) {
-        use nix::sys::wait::{waitid, waitpid, Id};
         loop {
-            let generation = self.lock().generation;
-            match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-                Ok(peeked) => {
-                    let Some(pid) = peeked.pid() else { continue };
-                    let mut table = self.lock();
-                    let status = match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-                        Ok(WaitStatus::Exited(_, code)) => ExitStatus::Exited(code),
-                        Ok(WaitStatus::Signaled(_, signal, _)) => ExitStatus::Signaled(signal as i32),
-                        // Reaped by std after a failed exec, or not an exit after all.
-                        Ok(_) | Err(_) => continue,
-                    };
-                    match table.children.remove(&pid.as_raw()) {
-                        Some(registered) => {
-                            registered.exit.send_replace(Some(status));
-                        }
-                        None => tracing::debug!(pid = pid.as_raw(), ?status, "reaped an orphan"),
-                    }
-                }
-                Err(Errno::EINTR) => {}
-                Err(Errno::ECHILD) => {
-                    let table = self.lock();
-                    if table.generation == generation {
-                        let _ = self.wake.wait_timeout(table, IDLE_POLL);
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "waitid failed");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+            if self.pidfds {
+                self.sweep();
+                let table = self.lock();
+                let _ = self.wake.wait_timeout(table, IDLE_POLL);
+            } else {
+                self.wait_for_any();
             }
         }
+    }
+
+    /// Reaps every zombie child there is now, registered or not.
+    #[allow(clippy::disallowed_methods)] // the reaper's own sweep
+    fn sweep(&self) {
+        use nix::sys::wait::{waitid, Id};
+        loop {
+            match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT) {
+                Ok(peeked) => match peeked.pid() {
+                    // A zombie that cannot be reaped (another waiter won) ends the sweep.
+                    Some(pid) if self.reap(pid) => {}
+                    _ => return,
+                },
+                Err(Errno::EINTR) => {}
+                // ECHILD: no children at all.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Without pidfds: blocks until some child exits and reaps it, or sleeps
+    /// (until a spawn, at most [`IDLE_POLL`]) while there is none.
+    #[allow(clippy::disallowed_methods)] // the one place that blocks waiting
+    fn wait_for_any(&self) {
+        use nix::sys::wait::{waitid, Id};
+        let generation = self.lock().generation;
+        match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Ok(peeked) => {
+                if let Some(pid) = peeked.pid() {
+                    self.reap(pid);
+                }
+            }
+            Err(Errno::EINTR) => {}
+            Err(Errno::ECHILD) => {
+                let table = self.lock();
+                if table.generation == generation {
+                    let _ = self.wake.wait_timeout(table, IDLE_POLL);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "waitid failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Reaps `pid`, known to have exited, and delivers its status to whoever
+    /// registered it. Returns whether it was reaped here.
+    #[allow(clippy::disallowed_methods)] // under the table lock
+    fn reap(&self, pid: Pid) -> bool {
+        let mut table = self.lock();
+        let status = match nix::sys::wait::waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => ExitStatus::Exited(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => ExitStatus::Signaled(signal as i32),
+            // Reaped by std after a failed exec, or not an exit after all.
+            Ok(_) | Err(_) => return false,
+        };
+        match table.children.remove(&pid.as_raw()) {
+            Some(registered) => {
+                registered.exit.send_replace(Some(status));
+            }
+            None => tracing::debug!(pid = pid.as_raw(), ?status, "reaped an orphan"),
+        }
+        true
     }
 }
 
@@ -315,19 +367,28 @@ pub enum SignalError {
     Os(Errno),
 }
 
-/// A child's pidfd, registered with the runtime on first use.
-#[derive(Debug)]
+/// A child's pidfd as a runtime source, opened on first use: a run that
+/// reaps its child as soon as the pipes close never needs one.
+#[derive(Debug, Default)]
 struct ExitFd {
-    pending: Mutex<Option<OwnedFd>>,
     registered: OnceLock<Option<AsyncFd<OwnedFd>>>,
 }
 
 impl ExitFd {
-    /// The pidfd as a runtime source (`None` outside a runtime or if epoll refuses it).
-    fn source(&self) -> Option<&AsyncFd<OwnedFd>> {
+    /// The pidfd of `job`'s child, registered with the runtime; `None` once
+    /// it is reaped (its status is out), without pidfds, outside a runtime,
+    /// or if epoll refuses it.
+    fn source(&self, job: &Job) -> Option<&AsyncFd<OwnedFd>> {
         self.registered
             .get_or_init(|| {
-                let fd = self.pending.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+                let table = job.supervisor.lock();
+                if !job.supervisor.pidfds || !table.children.contains_key(&job.pid) {
+                    return None;
+                }
+                // Opened under the lock while the pid is registered, hence
+                // unreaped: it cannot name a recycled pid.
+                let fd = sys::pidfd_open(job.pid).ok()?;
+                drop(table);
                 sys::readable_source(fd).ok()
             })
             .as_ref()
@@ -343,7 +404,7 @@ pub struct Job {
     supervisor: &'static Supervisor,
     /// Readable when the child exits: the waiting thread learns it from its
     /// own epoll instead of being woken by the reaper thread.
-    pidfd: Option<Arc<ExitFd>>,
+    pidfd: Arc<ExitFd>,
 }
 
 impl Job {
@@ -364,33 +425,44 @@ impl Job {
 
     /// Waits until it has exited and been reaped.
     pub async fn exited(&self) -> ExitStatus {
-        let now = || self.status().or_else(|| self.supervisor.try_reap(self.pid));
-        if let Some(status) = now() {
+        if let Some(status) = self.reaped_now() {
             return status;
         }
-        if let Some(source) = self.pidfd.as_ref().and_then(|p| p.source()) {
-            tokio::select! {
-                ready = source.readable() => {
-                    if let (Ok(_), Some(status)) = (ready, now()) {
-                        return status;
-                    }
+        if let Some(source) = self.pidfd.source(self) {
+            // Readable once the child is a zombie; another clone may reap it first.
+            if source.readable().await.is_ok() {
+                if let Some(status) = self.reaped_now() {
+                    return status;
                 }
-                status = self.reaped() => return status,
             }
         }
         self.reaped().await
     }
 
-    /// Waits for the reaper thread to deliver the exit status.
+    /// Its status if it has been reaped, or reaps it now if it has exited.
+    fn reaped_now(&self) -> Option<ExitStatus> {
+        self.status().or_else(|| self.supervisor.try_reap(self.pid))
+    }
+
+    /// Waits for the status without a pidfd: delivered by the reaper thread
+    /// (which waits for every exit when there are no pidfds), or found by
+    /// polling with a growing pause (a pidfd that said "exited" while the
+    /// child could not be reaped yet).
     async fn reaped(&self) -> ExitStatus {
         let mut rx = self.exit.clone();
+        let mut pause = Duration::from_millis(1);
         loop {
-            if let Some(status) = *rx.borrow_and_update() {
+            if let Some(status) = self.reaped_now() {
                 return status;
             }
-            if rx.changed().await.is_err() {
-                // The sender is only dropped after sending; be defensive anyway.
-                return rx.borrow().unwrap_or(ExitStatus::Signaled(Signal::SIGKILL as i32));
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The sender is only dropped after sending; be defensive anyway.
+                        return rx.borrow().unwrap_or(ExitStatus::Signaled(Signal::SIGKILL as i32));
+                    }
+                }
+                () = tokio::time::sleep(pause) => pause = (pause * 2).min(IDLE_POLL / 10),
             }
         }
     }
@@ -446,9 +518,11 @@ impl Job {
         let _ = self.signal_group(Signal::SIGTERM);
         let _ = self.signal_group(Signal::SIGCONT);
         let deadline = tokio::time::Instant::now() + grace;
-        let mut exit = self.exit.clone();
+        let leader = self.exited();
+        tokio::pin!(leader);
+        let mut status = None;
         loop {
-            if self.status().is_some() && !self.group_alive() {
+            if status.is_some() && !self.group_alive() {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -458,11 +532,14 @@ impl Job {
             // Woken by the leader's exit; members of the group are polled.
             let tick = tokio::time::sleep(Duration::from_millis(10));
             tokio::select! {
-                _ = exit.changed() => {}
+                exited = &mut leader, if status.is_none() => status = Some(exited),
                 () = tick => {}
             }
         }
-        let status = self.exited().await;
+        let status = match status {
+            Some(status) => status,
+            None => leader.await,
+        };
         // SIGKILL is delivered asynchronously: wait (bounded) until the members are gone too.
         let settle = tokio::time::Instant::now() + Duration::from_secs(1);
         while self.group_alive() && tokio::time::Instant::now() < settle {
@@ -504,6 +581,20 @@ mod tests {
         for (i, job) in jobs.await.into_iter().enumerate() {
             assert_eq!(job.exited().await.code(), i32::from(i % 2 == 1));
         }
+    }
+
+    #[tokio::test]
+    async fn an_exit_nobody_awaits_is_reaped_by_the_sweep() {
+        let job = spawn("exit 7").await;
+        // Nobody awaits it: the reaper thread's next sweep reaps it and hands out the status.
+        let deadline = std::time::Instant::now() + IDLE_POLL * 5;
+        while job.status().is_none() {
+            assert!(std::time::Instant::now() < deadline, "never reaped");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(job.status(), Some(ExitStatus::Exited(7)));
+        assert!(!supervisor().live().contains(&job.pid()));
+        assert_eq!(job.exited().await, ExitStatus::Exited(7), "and every waiter still learns it");
     }
 
     #[tokio::test]
