@@ -146,7 +146,8 @@ pub fn prepare(
         None => None,
     };
     env.extend(extra);
-    let program = Some(looked_up).filter(|p| unchanged && p.is_absolute() && p.is_file());
+    // Found on `PATH`, it is an executable file already (`which` checked); given with a `/`, check it.
+    let program = Some(looked_up).filter(|p| unchanged && p.is_absolute() && (!argv[0].contains('/') || p.is_file()));
     Ok(ExecSpec { command: request.command.clone(), argv, program, cwd, env, timeout, credentials })
 }
 

@@ -127,12 +127,18 @@ pub fn spawn(spec: &ExecSpec, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Res
     supervisor().spawn(command, options).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
 }
 
-/// A pipe end of a child as a non-blocking tokio pipe.
+/// A child's stdout or stderr pipe (as `Stdio::piped` made it) as a
+/// non-blocking tokio pipe. It is known to be a pipe's read end, so it is
+/// only made non-blocking (one `ioctl`) and registered, without tokio's
+/// checks (`fstat`, `fcntl`).
 ///
 /// # Errors
-/// The descriptor cannot be registered with the runtime.
-pub fn receiver(fd: impl Into<std::os::fd::OwnedFd>) -> io::Result<tokio::net::unix::pipe::Receiver> {
-    tokio::net::unix::pipe::Receiver::from_owned_fd(fd.into())
+/// The descriptor cannot be made non-blocking or registered with the runtime.
+pub fn receiver(
+    fd: impl Into<std::os::fd::OwnedFd> + std::os::fd::AsFd,
+) -> io::Result<tokio::net::unix::pipe::Receiver> {
+    rustix::io::ioctl_fionbio(&fd, true)?;
+    tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd.into())
 }
 
 #[cfg(test)]
