@@ -77,6 +77,7 @@ impl ServerBuilder {
             .arg("--base-dir")
             .arg(&base)
             .args(if self.args.iter().any(|a| a == "--code-port") { &[][..] } else { &["--code-port", "0"][..] })
+            .args(if self.args.iter().any(|a| a == "--envd-port") { &[][..] } else { &["--envd-port", "0"][..] })
             .args(&self.args)
             .env_remove("ABX_SERVER_TOKEN")
             .env_remove("ABX_SERVER_ENABLED_GROUPS")
