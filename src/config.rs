@@ -104,8 +104,9 @@ pub struct ServeArgs {
     /// Boundary directory for file paths [default: /home/user, else the current directory].
     #[arg(long, env = "ABX_SERVER_BASE_DIR", value_name = "DIR")]
     pub base_dir: Option<PathBuf>,
-    /// Policy JSON file.
-    #[arg(long, env = "ABX_SERVER_POLICY_FILE", value_name = "FILE")]
+    /// Policy JSON file (without it: --preset, then ABX_SERVER_POLICY, ABX_SERVER_POLICY_FILE,
+    /// /etc/agent-sandbox/server-policy.json).
+    #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Policy preset: default, transfer-only, read-only, hardened, locked.
     #[arg(long, env = "ABX_SERVER_PRESET")]

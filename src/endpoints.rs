@@ -247,6 +247,10 @@ pub struct Endpoint {
     pub streamed_body: bool,
     /// Whether the endpoint is this server's extension (not in the reference's table).
     pub extension: bool,
+    /// For an extension, the reference endpoint whose policy rules govern it
+    /// too (a rule for `files_download_stream` also governs `files_content_read`),
+    /// so a policy written for the reference server cannot be bypassed through it.
+    pub governed_by: Option<&'static str>,
 }
 
 impl Endpoint {
@@ -272,6 +276,7 @@ impl Endpoint {
             auth_required: true,
             streamed_body: false,
             extension: false,
+            governed_by: None,
         }
     }
 
@@ -302,6 +307,11 @@ impl Endpoint {
 
     const fn streamed_body(mut self) -> Self {
         self.streamed_body = true;
+        self
+    }
+
+    const fn governed_by(mut self, reference: &'static str) -> Self {
+        self.governed_by = Some(reference);
         self
     }
 
@@ -418,6 +428,7 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .limits(&[L::MaxBytes])
         .paths()
         .extension()
+        .governed_by("files_download_stream")
         .summary("Raw bytes of a file, streamed, with ETag and Range support (HEAD for metadata)."),
     ep("files_content_write", Put, "/files/content", FileOps, &["files:write"])
         .limits(&[L::MaxBytes])
@@ -425,14 +436,17 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .paths()
         .streamed_body()
         .extension()
+        .governed_by("files_upload_stream")
         .summary("Write a file from the raw request body, atomically; resumable with offset and size."),
     ep("files_upload_status", Get, "/files/uploads", FileOps, &["files:write"])
         .paths()
         .extension()
+        .governed_by("files_upload_stream")
         .summary("Bytes received so far by a resumable upload."),
     ep("files_upload_cancel", Delete, "/files/uploads", FileOps, &["files:write"])
         .paths()
         .extension()
+        .governed_by("files_upload_stream")
         .summary("Abandon a resumable upload and discard its bytes."),
     // process
     ep("shell", Post, "/shell", Process, &["process:run"])

@@ -100,9 +100,11 @@ impl Running {
 /// # Errors
 /// A policy that cannot be used.
 pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
-    let document = policy::document::load(config.policy.as_deref(), config.preset.as_deref())?;
+    let sources = policy::PolicySources::from_env(config.policy.clone(), config.preset.clone());
+    let document = policy::source::load(&sources)?;
     PolicyEngine::new(PolicyInputs {
         base_dir: config.base_dir.clone(),
+        base_dir_explicit: config.base_dir_source == BaseDirSource::Configured,
         enabled_groups: config.enabled_groups.clone(),
         server_token: std::env::var(policy::TOKEN_ENV).ok(),
         document,
@@ -115,6 +117,17 @@ pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
 /// A policy that cannot be used or an address that cannot be bound.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let engine = Arc::new(engine(config)?);
+    if !engine.origin().is_empty() {
+        tracing::info!(
+            source = engine.origin(),
+            preset = engine.preset(),
+            revision = engine.revision(),
+            "policy loaded"
+        );
+    }
+    for warning in engine.lint() {
+        tracing::warn!("policy lint: {warning}");
+    }
     warn_about_exposure(config, &engine);
     match config.base_dir_source {
         BaseDirSource::FallbackToCurrentDir => tracing::info!(

@@ -1,13 +1,18 @@
 //! `check-config`: validate the configuration and policy, print the
 //! effective endpoint table, or explain one decision.
 //!
+//! The policy is found exactly as `serve` finds it (`--policy`, `--preset`,
+//! `ABX_SERVER_POLICY`, `ABX_SERVER_POLICY_FILE`, the well-known file).
 //! Exit codes: 0 valid, 1 invalid, 2 lint warnings with `--strict`,
 //! 3 `--explain` denied.
 
+use std::io::Write;
 use std::process::ExitCode;
 
+use serde_json::{json, Value};
+
 use crate::config::{Config, ServeArgs};
-use crate::policy::{Identity, Op};
+use crate::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use crate::server;
 
 /// Options of `check-config`.
@@ -49,43 +54,37 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
         }
     };
     if let Some(endpoint) = &args.explain {
-        let scopes: Vec<String> = match &args.scopes {
-            Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
-            None => vec!["*".into()],
-        };
-        let identity = Identity::new("explain", scopes);
-        let op = args.op.as_deref().and_then(Op::from_name);
-        let paths: Vec<String> = args.path.iter().cloned().collect();
-        let decision = engine.check(&identity, endpoint, &paths, op, &|_| true);
-        println!("{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
-        return if decision.allowed { ExitCode::SUCCESS } else { ExitCode::from(3) };
+        return explain(&engine, endpoint, &args);
     }
-    let warnings: Vec<String> = Vec::new();
+    let mut warnings = engine.lint();
+    if let Some(file) = engine.policy_file() {
+        warnings.extend(file_permission_warnings(file));
+    }
+    // A closed pipe (`| head`) ends the output quietly rather than with a panic.
+    let mut out = std::io::stdout().lock();
+    let mut rules: Vec<_> = engine.rules().iter().collect();
+    rules.sort_by_key(|r| r.endpoint.id);
     if args.json {
-        let rows: Vec<_> = engine
-            .rules()
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "endpoint": r.endpoint.id,
-                    "group": r.endpoint.group.as_str(),
-                    "enabled": r.enabled,
-                    "rule": (!r.disabled_by.is_empty()).then_some(&r.disabled_by),
-                    "scopes": r.scopes,
-                    "paths": {"allow": r.allow, "deny": r.deny, "read_only": r.read_only},
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({"endpoints": rows, "warnings": warnings});
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        let rows: Vec<Value> = rules.iter().map(|r| row(r)).collect();
+        let doc = json!({
+            "preset": engine.preset(),
+            "revision": engine.revision(),
+            "source": (!engine.origin().is_empty()).then(|| engine.origin()),
+            "endpoints": rows,
+            "warnings": warnings,
+        });
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
-        for r in engine.rules() {
+        let source = if engine.origin().is_empty() { "built-in defaults" } else { engine.origin() };
+        let _ = writeln!(out, "policy preset={} revision={} source={source}", engine.preset(), engine.revision());
+        for r in rules {
             let flag = if r.enabled { "on " } else { "off" };
             let scopes = if r.scopes.is_empty() { "-".to_string() } else { r.scopes.join(",") };
-            println!("  [{flag}] {:<36} scopes={scopes}", r.endpoint.id);
+            let rule = if r.disabled_by.is_empty() { String::new() } else { format!(" rule={}", r.disabled_by) };
+            let _ = writeln!(out, "  [{flag}] {:<36} scopes={scopes}{rule}", r.endpoint.id);
         }
         for w in &warnings {
-            println!("warning: {w}");
+            let _ = writeln!(out, "warning: {w}");
         }
     }
     if args.strict && !warnings.is_empty() {
@@ -93,4 +92,38 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `--explain`: the decision for an identity holding `--scopes` (default `*`).
+fn explain(engine: &PolicyEngine, endpoint: &str, args: &CheckConfigArgs) -> ExitCode {
+    let scopes: Vec<String> = match &args.scopes {
+        Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
+        None => vec!["*".into()],
+    };
+    let identity = Identity::new("explain", scopes);
+    let op = args.op.as_deref().and_then(Op::from_name);
+    let paths: Vec<String> = args.path.iter().cloned().collect();
+    let decision = engine.check(&identity, endpoint, &paths, op, &|_| true);
+    let _ = writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
+    if decision.allowed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
+}
+
+/// One endpoint of the effective table.
+fn row(r: &EffectiveRule) -> Value {
+    let to_map = |pairs: Vec<(String, Value)>| pairs.into_iter().collect::<serde_json::Map<_, _>>();
+    json!({
+        "endpoint": r.endpoint.id,
+        "group": r.endpoint.group.as_str(),
+        "enabled": r.enabled,
+        "rule": (!r.disabled_by.is_empty()).then_some(&r.disabled_by),
+        "scopes": r.scopes,
+        "limits": to_map(r.limits.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()),
+        "params": to_map(r.params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()),
+        "paths": {"allow": r.allow, "deny": r.deny, "read_only": r.read_only, "symlinks": r.symlinks},
+        "audit": r.audit,
+    })
 }

@@ -124,9 +124,9 @@ async fn authenticate(State(state): State<CodeState>, req: Request, next: Next) 
         }
         Ok(identity) if !identity.can(SCOPE) => {
             let message = format!("Identity '{}' lacks scope '{SCOPE}' required by the code interpreter", identity.id);
-            (Some(identity.id), TextError(StatusCode::FORBIDDEN, message).into_response())
+            (Some(identity.id.clone()), TextError(StatusCode::FORBIDDEN, message).into_response())
         }
-        Ok(identity) => (Some(identity.id), next.run(req).await),
+        Ok(identity) => (Some(identity.id.clone()), next.run(req).await),
     };
     tracing::info!(
         target: "access",

@@ -5,6 +5,7 @@
 //! [`Endpoint`], so it knows which rule applies without matching again.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use super::extract::BodyLimit;
 use super::AppState;
 use crate::endpoints::{Endpoint, Limit};
 use crate::policy::rules::AuditMode;
-use crate::policy::{Credentials, Denial, Identity, Permit};
+use crate::policy::{Credentials, Denial, Grant, Identity, Permit};
 
 /// Default `max_request_bytes`: 10 MiB, as the reference.
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;
@@ -46,47 +47,103 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
     let started = Instant::now();
     let endpoint = route.endpoint;
     let method = req.method().clone();
-    let (identity, response) = match gate(&route, &mut req).await {
-        Ok((identity, permit)) => {
+    let (audit, response) = match gate(&route, &mut req).await {
+        Ok((grant, permit)) => {
             let response = next.run(req).await;
-            (Some(identity), hold_permit(response, permit))
+            (Audit { grant: Some(grant), ..Audit::default() }, hold_permit(response, permit))
         }
-        Err((identity, err)) => (identity, err.into_response()),
+        Err(refusal) => (refusal.audit, refusal.error.into_response()),
     };
     let status = response.status().as_u16();
     let code = response.extensions().get::<ErrorCode>().map(|c| c.0.as_str());
-    let identity_id = identity.as_ref().map_or("-", |i| i.id.as_str());
+    let identity_id = match (&audit.grant, &audit.identity) {
+        (Some(grant), _) => grant.identity().id.as_str(),
+        (None, Some(identity)) => identity.id.as_str(),
+        (None, None) => "-",
+    };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     if endpoint.id == "health" {
         tracing::debug!(target: "access", endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
     } else {
         tracing::info!(target: "access", endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
     }
+    let decision = decision(status, code);
     let mode = route.app.engine.rule(endpoint).audit;
-    let denied = matches!(status, 401 | 403 | 404 | 413 | 429) || code.is_some();
-    if mode == AuditMode::All || (mode == AuditMode::Deny && denied) {
-        let decision = if denied { "deny" } else { "allow" };
-        tracing::info!(target: "audit", endpoint = endpoint.id, identity = identity_id, %method, decision, status, code);
+    if mode == AuditMode::All || (mode == AuditMode::Deny && decision != "allow") {
+        let code = code.or((status >= 400).then_some("error"));
+        let paths = audit.grant.as_ref().map(Grant::paths_touched).unwrap_or_default();
+        let paths = (!paths.is_empty()).then(|| serde_json::to_string(&paths).unwrap_or_default());
+        tracing::info!(
+            target: "audit",
+            endpoint = endpoint.id,
+            identity = identity_id,
+            %method,
+            decision,
+            status,
+            code,
+            rule = audit.rule.as_deref(),
+            scope = audit.scope.as_deref(),
+            paths = paths.as_deref(),
+        );
     }
     response
 }
 
-type Refusal = (Option<Identity>, ApiError);
+/// `allow` below 400; `deny` for a policy refusal (credentials, scope, a
+/// disabled endpoint, a path or parameter rule, a size or rate limit);
+/// `error` for any other failure.
+fn decision(status: u16, code: Option<&str>) -> &'static str {
+    match (status, code) {
+        (..=399, _) => "allow",
+        (401 | 403 | 413 | 429, _) | (_, Some("endpoint_disabled" | "ambiguous_credentials")) => "deny",
+        _ => "error",
+    }
+}
 
-async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Identity, Option<Permit>), Refusal> {
+/// What the audit line says about a request besides its status and code.
+#[derive(Default)]
+struct Audit {
+    identity: Option<Arc<Identity>>,
+    grant: Option<Grant>,
+    rule: Option<String>,
+    scope: Option<String>,
+}
+
+/// A request the gate refused, and what to audit about it.
+struct Refusal {
+    audit: Audit,
+    error: ApiError,
+}
+
+impl Refusal {
+    fn new(identity: Option<&Arc<Identity>>, error: ApiError) -> Self {
+        Refusal { audit: Audit { identity: identity.cloned(), ..Audit::default() }, error }
+    }
+
+    /// A policy denial of an authenticated caller; the body names the endpoint.
+    fn denied(identity: &Arc<Identity>, denial: Denial, endpoint: &str) -> Self {
+        let (rule, scope) = match &denial {
+            Denial::EndpointDisabled { rule, .. } => (Some(rule.clone()), None),
+            Denial::MissingScope { scope, .. } => (None, Some(scope.clone())),
+            _ => (None, None),
+        };
+        let audit = Audit { identity: Some(Arc::clone(identity)), rule, scope, ..Audit::default() };
+        Refusal { audit, error: ApiError::from(denial).with_endpoint(endpoint) }
+    }
+}
+
+async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Grant, Option<Permit>), Refusal> {
     let endpoint = route.endpoint;
     let engine = &route.app.engine;
     let identity = if endpoint.auth_required {
-        engine.authenticate(&credentials(req.headers())).map_err(|d| (None, ApiError::from(d)))?
+        engine.authenticate(&credentials(req.headers())).map_err(|d| Refusal::new(None, ApiError::from(d)))?
     } else {
-        Identity::unauthenticated()
+        engine.unauthenticated()
     };
-    let refuse = |identity: &Identity, denial: Denial| {
-        (Some(identity.clone()), ApiError::from(denial).with_endpoint(endpoint.id))
-    };
-    let (grant, permit) = engine.admit(endpoint, identity.clone()).map_err(|d| refuse(&identity, d))?;
+    let (grant, permit) =
+        engine.admit(endpoint, Arc::clone(&identity)).map_err(|d| Refusal::denied(&identity, d, endpoint.id))?;
     if has_duplicate_keys(req.uri().query().unwrap_or_default()) {
-        return Err(refuse(&identity, Denial::DuplicateParameter));
+        return Err(Refusal::denied(&identity, Denial::DuplicateParameter, endpoint.id));
     }
     if matches!(*req.method(), Method::POST | Method::PUT | Method::DELETE) {
         // Streamed bodies go to disk as they arrive: only a policy's explicit limit applies here.
@@ -96,19 +153,21 @@ async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Identity, Opti
             None => DEFAULT_MAX_REQUEST_BYTES,
         };
         match content_length(req.headers()) {
-            Err(()) => return Err((Some(identity), ApiError::bad_request("Invalid Content-Length header"))),
+            Err(()) => {
+                return Err(Refusal::new(Some(&identity), ApiError::bad_request("Invalid Content-Length header")))
+            }
             Ok(Some(size)) if size > limit => {
                 drain(std::mem::take(req.body_mut()), size).await;
                 let err = ApiError::payload_too_large(Some(size), limit).with_endpoint(endpoint.id).closing();
-                return Err((Some(identity), err));
+                return Err(Refusal::new(Some(&identity), err));
             }
             Ok(_) => {
                 req.extensions_mut().insert(BodyLimit(limit));
             }
         }
     }
-    req.extensions_mut().insert(grant);
-    Ok((identity, permit))
+    req.extensions_mut().insert(grant.clone());
+    Ok((grant, permit))
 }
 
 fn credentials(headers: &HeaderMap) -> Credentials<'_> {
@@ -183,6 +242,18 @@ impl HttpBody for PermitBody {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn decisions_separate_refusals_from_failures() {
+        assert_eq!(decision(200, None), "allow");
+        assert_eq!(decision(401, Some("unauthorized")), "deny");
+        assert_eq!(decision(403, Some("path_denied")), "deny");
+        assert_eq!(decision(404, Some("endpoint_disabled")), "deny");
+        assert_eq!(decision(413, Some("payload_too_large")), "deny");
+        assert_eq!(decision(429, Some("rate_limited")), "deny");
+        assert_eq!(decision(404, Some("not_found")), "error");
+        assert_eq!(decision(500, None), "error");
+    }
 
     #[test]
     fn duplicate_query_keys_are_found() {

@@ -2,39 +2,53 @@
 //!
 //! Tokens are kept only as SHA-256 digests and compared in constant time.
 //! Credentials arrive as `Authorization: Bearer <token>` or `X-Access-Token`.
+//! The `auth` section of a policy (token identities, anonymous access) is
+//! parsed here too.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{Denial, Identity};
+use super::schema::{self, check_keys, repr};
+use super::{Denial, Identity, PolicyConfigError};
+
+fn err<T>(message: impl Into<String>) -> Result<T, PolicyConfigError> {
+    Err(PolicyConfigError::new(message))
+}
 
 /// A token identity: who a token is and what it may do.
+///
+/// The identity is shared: authenticating a request hands out a reference
+/// to it rather than a copy of its scopes.
 #[derive(Clone)]
 pub struct TokenIdentity {
-    /// Identity id reported in discovery and audit lines.
-    pub id: String,
-    /// Scopes the identity holds.
-    pub scopes: BTreeSet<String>,
+    identity: Arc<Identity>,
     digest: [u8; 32],
 }
 
 impl TokenIdentity {
     /// An identity whose token is `token` (only its digest is kept).
     pub fn from_token(id: impl Into<String>, scopes: BTreeSet<String>, token: &str) -> Self {
-        TokenIdentity { id: id.into(), scopes, digest: sha256(token.as_bytes()) }
+        TokenIdentity::from_digest(id, scopes, sha256(token.as_bytes()))
     }
 
     /// An identity whose token has the given SHA-256 digest.
     pub fn from_digest(id: impl Into<String>, scopes: BTreeSet<String>, digest: [u8; 32]) -> Self {
-        TokenIdentity { id: id.into(), scopes, digest }
+        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest }
+    }
+
+    /// Who the token is.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
     }
 }
 
 impl std::fmt::Debug for TokenIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenIdentity").field("id", &self.id).field("scopes", &self.scopes).finish_non_exhaustive()
+        f.debug_struct("TokenIdentity").field("identity", &self.identity).finish_non_exhaustive()
     }
 }
 
@@ -51,16 +65,18 @@ pub struct Credentials<'a> {
 #[derive(Debug, Clone)]
 pub struct Authenticator {
     tokens: Vec<TokenIdentity>,
-    anonymous: Option<Identity>,
+    anonymous: Option<Arc<Identity>>,
 }
 
 impl Authenticator {
     /// Builds an authenticator. Without tokens, every caller is anonymous;
     /// with tokens, anonymous callers are admitted only when `allow_anonymous`.
     pub fn new(tokens: Vec<TokenIdentity>, allow_anonymous: bool, anonymous_scopes: Option<BTreeSet<String>>) -> Self {
-        let anonymous = (tokens.is_empty() || allow_anonymous).then(|| Identity {
-            id: "anonymous".into(),
-            scopes: anonymous_scopes.unwrap_or_else(|| BTreeSet::from(["*".to_string()])),
+        let anonymous = (tokens.is_empty() || allow_anonymous).then(|| {
+            Arc::new(Identity {
+                id: "anonymous".into(),
+                scopes: anonymous_scopes.unwrap_or_else(|| BTreeSet::from(["*".to_string()])),
+            })
         });
         Authenticator { tokens, anonymous }
     }
@@ -77,7 +93,7 @@ impl Authenticator {
 
     /// The anonymous identity, when anonymous callers are admitted.
     pub fn anonymous(&self) -> Option<&Identity> {
-        self.anonymous.as_ref()
+        self.anonymous.as_deref()
     }
 
     /// The caller's identity.
@@ -86,7 +102,7 @@ impl Authenticator {
     /// [`Denial::AmbiguousCredentials`] for several distinct `X-Access-Token`
     /// values, [`Denial::Unauthorized`] when no credential matches and
     /// anonymous callers are not admitted.
-    pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Identity, Denial> {
+    pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
         let access = &credentials.access_tokens;
         if access.iter().any(|v| *v != access[0]) {
             return Err(Denial::AmbiguousCredentials);
@@ -108,18 +124,18 @@ impl Authenticator {
         // Without server tokens a presented value is not a login attempt: gateways
         // forward their own `X-Access-Token`, which this process does not own.
         match (&self.anonymous, self.tokens.is_empty()) {
-            (Some(anonymous), true) => Ok(anonymous.clone()),
+            (Some(anonymous), true) => Ok(Arc::clone(anonymous)),
             _ => Err(Denial::Unauthorized),
         }
     }
 
-    fn match_token(&self, presented: &str) -> Option<Identity> {
+    fn match_token(&self, presented: &str) -> Option<Arc<Identity>> {
         let digest = sha256(presented.as_bytes());
         let mut found = None;
         // Compare against every entry so timing does not reveal which one matched.
         for entry in &self.tokens {
             if bool::from(digest.ct_eq(&entry.digest)) && found.is_none() {
-                found = Some(Identity { id: entry.id.clone(), scopes: entry.scopes.clone() });
+                found = Some(Arc::clone(&entry.identity));
             }
         }
         found
@@ -129,6 +145,129 @@ impl Authenticator {
 /// SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
+}
+
+const AUTH_KEYS: [&str; 3] = ["tokens", "allow_anonymous", "anonymous_scopes"];
+const TOKEN_KEYS: [&str; 4] = ["id", "scopes", "token_env", "token_sha256"];
+
+/// How a policy token's secret is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSecret {
+    /// Read from this environment variable at start.
+    Env(String),
+    /// The SHA-256 digest of the token.
+    Sha256([u8; 32]),
+}
+
+/// One `auth.tokens` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSpec {
+    /// Identity id.
+    pub id: String,
+    /// Scopes granted.
+    pub scopes: BTreeSet<String>,
+    /// Where the token comes from.
+    pub secret: TokenSecret,
+}
+
+/// The `auth` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthSpec {
+    /// Token identities.
+    pub tokens: Vec<TokenSpec>,
+    /// Admit callers without a token alongside token identities.
+    pub allow_anonymous: bool,
+    /// Scopes of anonymous callers (default `*`).
+    pub anonymous_scopes: Option<BTreeSet<String>>,
+}
+
+/// The `auth` section of a policy, validated, and its normalised JSON.
+///
+/// # Errors
+/// The first mistake, with its JSON path.
+pub(super) fn parse_auth(raw: &Value) -> Result<(AuthSpec, Value), PolicyConfigError> {
+    let map = check_keys(raw, &AUTH_KEYS, "policy.auth")?;
+    let mut auth = AuthSpec::default();
+    let mut out = Map::new();
+    if let Some(v) = map.get("allow_anonymous") {
+        auth.allow_anonymous = v.as_bool().ok_or_else(|| {
+            PolicyConfigError::new(format!("policy.auth.allow_anonymous: expected true/false, got {}", repr(v)))
+        })?;
+        out.insert("allow_anonymous".into(), v.clone());
+    }
+    if let Some(v) = map.get("anonymous_scopes") {
+        let scopes = schema::scopes(v, "policy.auth.anonymous_scopes")?;
+        out.insert("anonymous_scopes".into(), Value::from(scopes.clone()));
+        auth.anonymous_scopes = Some(scopes.into_iter().collect());
+    }
+    if let Some(v) = map.get("tokens") {
+        let Some(entries) = v.as_array() else {
+            return err("policy.auth.tokens: expected a list");
+        };
+        let mut normalised = Vec::new();
+        for (index, entry) in entries.iter().enumerate() {
+            let (token, json) = parse_token(entry, &format!("policy.auth.tokens[{index}]"))?;
+            if auth.tokens.iter().any(|t| t.id == token.id) {
+                return err(format!("policy.auth.tokens[{index}].id: duplicate identity '{}'", token.id));
+            }
+            auth.tokens.push(token);
+            normalised.push(json);
+        }
+        out.insert("tokens".into(), Value::Array(normalised));
+    }
+    Ok((auth, Value::Object(out)))
+}
+
+fn parse_token(raw: &Value, at: &str) -> Result<(TokenSpec, Value), PolicyConfigError> {
+    let map = check_keys(raw, &TOKEN_KEYS, at)?;
+    let id = match map.get("id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => id.to_string(),
+        _ => return err(format!("{at}.id: expected a non-empty string")),
+    };
+    let (env, digest) = (map.get("token_env"), map.get("token_sha256"));
+    if env.is_some() == digest.is_some() {
+        return err(format!(
+            "{at}: exactly one of 'token_env' or 'token_sha256' is required (plain tokens are never accepted inline)"
+        ));
+    }
+    let scopes = schema::scopes(
+        map.get("scopes").ok_or_else(|| PolicyConfigError::new(format!("{at}.scopes: required")))?,
+        &format!("{at}.scopes"),
+    )?;
+    let mut out = Map::new();
+    out.insert("id".into(), Value::from(id.clone()));
+    out.insert("scopes".into(), Value::from(scopes.clone()));
+    let secret = match (env, digest) {
+        (Some(name), _) => match name.as_str() {
+            Some(name) if !name.is_empty() => {
+                out.insert("token_env".into(), Value::from(name));
+                TokenSecret::Env(name.to_string())
+            }
+            _ => return err(format!("{at}.token_env: expected an env var name")),
+        },
+        (None, Some(hex)) => {
+            let digest = hex
+                .as_str()
+                .and_then(parse_digest)
+                .ok_or_else(|| PolicyConfigError::new(format!("{at}.token_sha256: expected 64 hex characters")))?;
+            out.insert("token_sha256".into(), Value::from(hex.as_str().unwrap_or_default().to_ascii_lowercase()));
+            TokenSecret::Sha256(digest)
+        }
+        (None, None) => return err(format!("{at}: exactly one of 'token_env' or 'token_sha256' is required")),
+    };
+    Ok((TokenSpec { id, scopes: scopes.into_iter().collect(), secret }, Value::Object(out)))
+}
+
+/// 64 hex digits as 32 bytes.
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(digest)
 }
 
 #[cfg(test)]
@@ -147,9 +286,10 @@ mod tests {
     #[test]
     fn bearer_and_access_token_both_authenticate() {
         let auth = server("s3cret");
-        assert_eq!(auth.authenticate(&creds(&["Bearer s3cret"], &[])).map(|i| i.id), Ok("server".into()));
-        assert_eq!(auth.authenticate(&creds(&["bearer  s3cret "], &[])).map(|i| i.id), Ok("server".into()));
-        assert_eq!(auth.authenticate(&creds(&[], &["s3cret"])).map(|i| i.id), Ok("server".into()));
+        let id = |c| auth.authenticate(&c).map(|i| i.id.clone());
+        assert_eq!(id(creds(&["Bearer s3cret"], &[])), Ok("server".into()));
+        assert_eq!(id(creds(&["bearer  s3cret "], &[])), Ok("server".into()));
+        assert_eq!(id(creds(&[], &["s3cret"])), Ok("server".into()));
     }
 
     #[test]

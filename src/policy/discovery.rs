@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{Identity, Op, PathGuard, PolicyEngine};
+use super::{Identity, Op, PolicyEngine};
 use crate::api::core::{GroupSummary, IdentityInfo, PathsInfo, PolicyInfo};
 use crate::api::{Capabilities, Decision, EndpointState};
 use crate::endpoints::{self, Endpoint, Group, ENDPOINTS};
@@ -137,7 +137,7 @@ impl PolicyEngine {
             }
             None => {}
         }
-        let guard = PathGuard::new(self.base_dir(), rule);
+        let guard = self.path_guard(ep);
         let op = op.unwrap_or_else(|| Op::default_for(ep.id));
         for raw in paths {
             if let Err(denial) = guard.resolve(raw, op, "") {

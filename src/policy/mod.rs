@@ -11,32 +11,40 @@
 //! Nothing here knows about HTTP.
 
 mod auth;
+pub mod canonical;
 mod denial;
+mod deny;
 mod discovery;
 pub mod document;
+mod grant;
 mod identity;
 mod limiter;
+mod lint;
 pub mod paths;
+pub mod presets;
 pub mod rules;
+mod schema;
+pub mod source;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 pub use self::auth::{Authenticator, Credentials, TokenIdentity};
 pub use self::denial::Denial;
 pub use self::document::PolicyDocument;
+pub use self::grant::Grant;
 pub use self::identity::Identity;
 pub use self::limiter::Permit;
-pub use self::paths::{Op, PathGuard};
+pub use self::lint::file_permission_warnings;
+pub use self::paths::{Op, PathGuard, PathRules};
 pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
+pub use self::source::PolicySources;
 
 use self::document::TokenSecret;
 use self::limiter::Limiter;
-use self::rules::{baseline_layers, enabled_group_layers, Rank};
-use crate::endpoints::{self, Endpoint, Group, Limit, Param, ENDPOINTS};
+use self::rules::{baseline_layers, enabled_group_layers, Layer, Rank};
+use crate::endpoints::{self, Endpoint, Group, Limit, ENDPOINTS};
 
 /// The environment variable holding the server token.
 pub const TOKEN_ENV: &str = "ABX_SERVER_TOKEN";
@@ -69,6 +77,9 @@ pub fn suggest<'a>(word: &str, choices: impl IntoIterator<Item = &'a str>) -> St
 pub struct PolicyInputs {
     /// Boundary directory for paths when rules allow none.
     pub base_dir: PathBuf,
+    /// Whether `base_dir` was set explicitly (flag, environment or config
+    /// file) and so beats the policy's `base_dir`.
+    pub base_dir_explicit: bool,
     /// Groups `ABX_SERVER_ENABLED_GROUPS` turns on.
     pub enabled_groups: Vec<Group>,
     /// The `ABX_SERVER_TOKEN` value, if any.
@@ -81,13 +92,18 @@ pub struct PolicyInputs {
 #[derive(Debug)]
 pub struct PolicyEngine {
     rules: Vec<EffectiveRule>,
+    path_rules: Vec<Arc<PathRules>>,
+    layers: Vec<Layer>,
     authenticator: Authenticator,
     base_dir: PathBuf,
     preset: String,
     revision: String,
     configured: bool,
-    limiter: Limiter,
+    limiter: Arc<Limiter>,
     secret_env: BTreeSet<String>,
+    unauthenticated: Arc<Identity>,
+    origin: String,
+    policy_file: Option<PathBuf>,
 }
 
 impl PolicyEngine {
@@ -124,34 +140,45 @@ impl PolicyEngine {
         let mut canonical = document.canonical.clone();
         let server_token = inputs.server_token.filter(|t| !t.is_empty());
         if let (Some(token), true) = (&server_token, tokens.is_empty()) {
+            // As the reference: the server token becomes the `server` identity with every scope,
+            // and the document's other auth settings stay.
             tokens.push(TokenIdentity::from_token("server", BTreeSet::from(["*".to_string()]), token));
             if !canonical.is_object() {
                 canonical = serde_json::json!({"version": 1});
             }
             if let Some(doc) = canonical.as_object_mut() {
-                doc.insert(
-                    "auth".into(),
-                    serde_json::json!({"tokens": [{"id": "server", "scopes": ["*"], "token_env": TOKEN_ENV}]}),
-                );
+                let auth = doc.entry("auth").or_insert_with(|| serde_json::json!({}));
+                if let Some(auth) = auth.as_object_mut() {
+                    auth.insert(
+                        "tokens".into(),
+                        serde_json::json!([{"id": "server", "scopes": ["*"], "token_env": TOKEN_ENV}]),
+                    );
+                }
             }
         }
         let configured = canonical.as_object().is_some_and(|o| o.keys().any(|k| k != "version"));
-        let revision = {
-            let text = serde_json::to_string(&canonical).unwrap_or_default();
-            let digest = Sha256::digest(text.as_bytes());
-            digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-        };
+        let revision = canonical::revision(&canonical);
         let authenticator =
             Authenticator::new(tokens, document.auth.allow_anonymous, document.auth.anonymous_scopes.clone());
+        let base_dir = match (&document.base_dir, inputs.base_dir_explicit) {
+            (Some(dir), false) => dir.clone(),
+            _ => inputs.base_dir,
+        };
+        let path_rules = rules.iter().map(|r| Arc::new(PathRules::compile(&base_dir, r))).collect();
         Ok(PolicyEngine {
+            limiter: Arc::new(Limiter::new(rules.len())),
             rules,
+            path_rules,
+            layers,
             authenticator,
-            base_dir: document.base_dir.clone().unwrap_or(inputs.base_dir),
+            base_dir,
             preset: document.preset.clone().unwrap_or_else(|| "default".into()),
             revision,
             configured,
-            limiter: Limiter::default(),
             secret_env,
+            unauthenticated: Arc::new(Identity::unauthenticated()),
+            origin: document.origin.clone(),
+            policy_file: document.file.clone(),
         })
     }
 
@@ -159,8 +186,13 @@ impl PolicyEngine {
     ///
     /// # Errors
     /// 401 or 400 refusals, as [`Authenticator::authenticate`].
-    pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Identity, Denial> {
+    pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
         self.authenticator.authenticate(credentials)
+    }
+
+    /// The identity of callers of endpoints that need no credentials (`/health`).
+    pub fn unauthenticated(&self) -> Arc<Identity> {
+        Arc::clone(&self.unauthenticated)
     }
 
     /// The authenticator (identities for lint and warnings).
@@ -170,17 +202,17 @@ impl PolicyEngine {
 
     /// The effective rule of `endpoint`.
     pub fn rule(&self, endpoint: &Endpoint) -> &EffectiveRule {
-        let index = ENDPOINTS
-            .iter()
-            .position(|e| std::ptr::eq(e, endpoint))
-            .or_else(|| ENDPOINTS.iter().position(|e| e.id == endpoint.id))
-            .unwrap_or(0);
-        &self.rules[index]
+        &self.rules[index_of(endpoint)]
     }
 
     /// Every effective rule, in table order.
     pub fn rules(&self) -> &[EffectiveRule] {
         &self.rules
+    }
+
+    /// The path guard of `endpoint`'s rule (its roots resolved now).
+    pub fn path_guard(&self, endpoint: &Endpoint) -> PathGuard {
+        PathGuard::from_rules(Arc::clone(&self.path_rules[index_of(endpoint)]))
     }
 
     /// The rule gate: enabled, scopes, rate and concurrency.
@@ -191,9 +223,10 @@ impl PolicyEngine {
     pub fn admit(
         self: &Arc<Self>,
         endpoint: &'static Endpoint,
-        identity: Identity,
+        identity: Arc<Identity>,
     ) -> Result<(Grant, Option<Permit>), Denial> {
-        let rule = self.rule(endpoint);
+        let index = index_of(endpoint);
+        let rule = &self.rules[index];
         if !rule.enabled {
             return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
         }
@@ -205,17 +238,37 @@ impl PolicyEngine {
             });
         }
         let permit = self.limiter.admit(
-            &identity.id,
-            endpoint.id,
+            index,
+            &identity,
             rule.limit(Limit::RatePerMinute).map(LimitValue::as_u64),
             rule.limit(Limit::MaxConcurrency).map(LimitValue::as_u64),
         )?;
-        Ok((Grant { engine: Arc::clone(self), endpoint, identity }, permit))
+        Ok((Grant::new(Arc::clone(self), endpoint, identity), permit))
     }
 
     /// The boundary directory for paths when rules allow none.
     pub fn base_dir(&self) -> &Path {
         &self.base_dir
+    }
+
+    /// The preset in force (`default` when none).
+    pub fn preset(&self) -> &str {
+        &self.preset
+    }
+
+    /// The revision: a hash of the normalised policy, the same as the reference computes.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// Where the policy came from (`file ...`, `preset ...`, `ABX_SERVER_POLICY`), empty for none.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The policy file, when the policy was read from one.
+    pub fn policy_file(&self) -> Option<&Path> {
+        self.policy_file.as_deref()
     }
 
     /// Whether `name` must never be shown, set, or passed to a child.
@@ -229,59 +282,15 @@ impl PolicyEngine {
     }
 }
 
-/// An admitted request: the endpoint's rule and the caller.
-///
-/// Handlers receive it to resolve paths and read limits and parameters.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    engine: Arc<PolicyEngine>,
-    endpoint: &'static Endpoint,
-    identity: Identity,
-}
-
-impl Grant {
-    /// The endpoint admitted.
-    pub fn endpoint(&self) -> &'static Endpoint {
-        self.endpoint
+/// The position of `endpoint` in [`ENDPOINTS`], without searching for the
+/// table's own entries (the router hands those out).
+pub(crate) fn index_of(endpoint: &Endpoint) -> usize {
+    let size = std::mem::size_of::<Endpoint>();
+    let offset = (endpoint as *const Endpoint as usize).wrapping_sub(ENDPOINTS.as_ptr() as usize);
+    if size > 0 && offset % size == 0 && offset / size < ENDPOINTS.len() {
+        return offset / size;
     }
-
-    /// The caller.
-    pub fn identity(&self) -> &Identity {
-        &self.identity
-    }
-
-    /// The engine that admitted the request.
-    pub fn engine(&self) -> &Arc<PolicyEngine> {
-        &self.engine
-    }
-
-    /// The endpoint's effective rule.
-    pub fn rule(&self) -> &EffectiveRule {
-        self.engine.rule(self.endpoint)
-    }
-
-    /// The path guard of the endpoint's rule.
-    pub fn guard(&self) -> PathGuard {
-        PathGuard::new(&self.engine.base_dir, self.rule())
-    }
-
-    /// Resolves and authorises `raw` for the endpoint's default operation.
-    ///
-    /// # Errors
-    /// The path refusals of [`PathGuard::resolve`].
-    pub fn resolve_path(&self, raw: &str) -> Result<PathBuf, Denial> {
-        self.guard().resolve(raw, Op::default_for(self.endpoint.id), "")
-    }
-
-    /// The limit `key`, if the policy sets it.
-    pub fn limit(&self, key: Limit) -> Option<LimitValue> {
-        self.rule().limit(key)
-    }
-
-    /// The parameter `key`, if the policy sets it.
-    pub fn param(&self, key: Param) -> Option<&ParamValue> {
-        self.rule().param(key)
-    }
+    ENDPOINTS.iter().position(|e| e.id == endpoint.id).unwrap_or(0)
 }
 
 /// The endpoint with id `id`, for callers that only have a name.
@@ -314,10 +323,10 @@ mod tests {
     #[test]
     fn admit_refuses_disabled_endpoints_and_missing_scopes() {
         let e = engine(PolicyInputs::default());
-        let all = Identity::new("anonymous", ["*"]);
+        let all = Arc::new(Identity::new("anonymous", ["*"]));
         assert_eq!(e.admit(ep("code_run"), all.clone()).map(|_| ()).map_err(|d| d.code()), Err("endpoint_disabled"));
         assert!(e.admit(ep("shell"), all).is_ok());
-        let reader = Identity::new("r", ["files:read"]);
+        let reader = Arc::new(Identity::new("r", ["files:read"]));
         let err = e.admit(ep("files_move"), reader.clone()).map(|_| ()).expect_err("needs files:write");
         assert_eq!(
             err,
@@ -339,6 +348,103 @@ mod tests {
         assert!(e.is_secret_env("ABX_SERVER_TOKEN"));
         assert!(e.is_secret_env("abx_server_anything"));
         assert!(!e.is_secret_env("HOME"));
+    }
+
+    fn with_policy(policy: serde_json::Value, inputs: PolicyInputs) -> Arc<PolicyEngine> {
+        engine(PolicyInputs { document: Some(document::parse(&policy).expect("valid")), ..inputs })
+    }
+
+    #[test]
+    fn the_server_token_keeps_the_documents_anonymous_settings() {
+        let policy = serde_json::json!({"auth": {"allow_anonymous": true, "anonymous_scopes": ["files:read"]}});
+        let e = with_policy(policy, PolicyInputs { server_token: Some("t".into()), ..PolicyInputs::default() });
+        // The reference computes this revision for the same document and token.
+        assert_eq!(e.revision(), "6b3dc75616d12829");
+        let anonymous = e.authenticate(&Credentials::default()).expect("anonymous admitted");
+        assert!(anonymous.can("files:read") && !anonymous.can("files:write"));
+        let server = e.authenticate(&Credentials { authorization: vec!["Bearer t"], access_tokens: vec![] });
+        assert_eq!(server.map(|i| i.id.clone()), Ok("server".into()));
+    }
+
+    #[test]
+    fn policy_tokens_replace_the_server_token() {
+        let digest = format!("{:x}", Sha256Hex(b"ci-token"));
+        let policy =
+            serde_json::json!({"auth": {"tokens": [{"id": "ci", "scopes": ["files:read"], "token_sha256": digest}]}});
+        let e = with_policy(policy, PolicyInputs { server_token: Some("t".into()), ..PolicyInputs::default() });
+        let creds = |token| Credentials { authorization: vec![token], access_tokens: vec![] };
+        assert_eq!(e.authenticate(&creds("Bearer t")), Err(Denial::Unauthorized));
+        let first = e.authenticate(&creds("Bearer ci-token")).expect("ci");
+        let second = e.authenticate(&creds("Bearer ci-token")).expect("ci");
+        assert!(Arc::ptr_eq(&first, &second), "identities are shared, not copied per request");
+    }
+
+    #[test]
+    fn an_explicit_base_dir_beats_the_policys() {
+        let policy = serde_json::json!({"base_dir": "/srv/work"});
+        let inputs = |explicit| PolicyInputs {
+            base_dir: "/flag".into(),
+            base_dir_explicit: explicit,
+            ..PolicyInputs::default()
+        };
+        assert_eq!(with_policy(policy.clone(), inputs(false)).base_dir(), Path::new("/srv/work"));
+        assert_eq!(with_policy(policy, inputs(true)).base_dir(), Path::new("/flag"));
+    }
+
+    #[test]
+    fn token_env_variables_must_be_set_and_become_secrets() {
+        let policy = serde_json::json!({"auth": {"tokens": [{"id": "a", "scopes": ["*"], "token_env": "ABX_TEST_UNSET_TOKEN_7f3"}]}});
+        let document = document::parse(&policy).expect("valid");
+        let err =
+            PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() }).expect_err("unset");
+        assert_eq!(
+            err.to_string(),
+            "policy.auth.tokens[a]: environment variable 'ABX_TEST_UNSET_TOKEN_7f3' is not set"
+        );
+    }
+
+    #[test]
+    fn rules_an_exact_endpoint_cannot_take_are_refused() {
+        let refused = |policy: serde_json::Value| {
+            let document = document::parse(&policy).expect("valid syntax");
+            PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() })
+                .map(|_| ())
+                .expect_err("not applicable")
+                .to_string()
+        };
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"files_stat": {"limits": {"max_depth": 3}}}})),
+            "policy.endpoints.files_stat.limits.max_depth: not applicable to endpoint 'files_stat'"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"files_stat": {"params": {"overwrite": false}}}})),
+            "policy.endpoints.files_stat.params.overwrite: not applicable to endpoint 'files_stat'"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"endpoints": {"system_info": {"paths": {"allow": ["/tmp"]}}}})),
+            "policy.endpoints.system_info.paths: not applicable to endpoint 'system_info'"
+        );
+        let glob = document::parse(&serde_json::json!({"endpoints": {"files_*": {"limits": {"max_depth": 3}}}}));
+        assert!(PolicyEngine::new(PolicyInputs { document: glob.ok(), ..PolicyInputs::default() }).is_ok());
+    }
+
+    #[test]
+    fn rules_are_found_for_table_entries_and_copies() {
+        let e = engine(PolicyInputs::default());
+        for endpoint in ENDPOINTS {
+            assert_eq!(e.rule(endpoint).endpoint.id, endpoint.id);
+            let copy = *endpoint;
+            assert_eq!(e.rule(&copy).endpoint.id, endpoint.id);
+        }
+    }
+
+    /// Hex SHA-256 of a byte string.
+    struct Sha256Hex(&'static [u8]);
+
+    impl std::fmt::LowerHex for Sha256Hex {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            auth::sha256(self.0).iter().try_for_each(|b| write!(f, "{b:02x}"))
+        }
     }
 
     #[test]

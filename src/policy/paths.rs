@@ -10,7 +10,9 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+use super::deny::DenyList;
 use super::rules::{EffectiveRule, SymlinkMode};
 use super::Denial;
 
@@ -56,40 +58,78 @@ impl Op {
     }
 }
 
+/// The compiled `paths` section of one rule: roots, deny matchers and modes.
+///
+/// Built once per endpoint when the policy is compiled. A root's real path is
+/// resolved once, when it first exists: re-pointing a root symlink later does
+/// not move the boundary, and a root created after the server started is
+/// found when it appears.
+#[derive(Debug)]
+pub struct PathRules {
+    /// Lexically normalised roots; the first resolves relative paths.
+    roots: Vec<Root>,
+    deny: DenyList,
+    read_only: bool,
+    symlinks: SymlinkMode,
+}
+
+impl PathRules {
+    /// Compiles `rule`'s path section, with `base_dir` as the root when the rule allows none.
+    pub fn compile(base_dir: &Path, rule: &EffectiveRule) -> Self {
+        let raw_roots: Vec<&Path> =
+            if rule.allow.is_empty() { vec![base_dir] } else { rule.allow.iter().map(PathBuf::as_path).collect() };
+        PathRules {
+            roots: raw_roots.into_iter().map(|r| Root { lexical: normalize(r), real: OnceLock::new() }).collect(),
+            deny: DenyList::compile(rule.deny.iter().map(String::as_str), &SYSTEM_DENY),
+            read_only: rule.read_only,
+            symlinks: rule.symlinks,
+        }
+    }
+}
+
+/// An allowed root directory.
+#[derive(Debug)]
+struct Root {
+    lexical: PathBuf,
+    /// Its real path, once it exists.
+    real: OnceLock<PathBuf>,
+}
+
+impl Root {
+    /// `(lexical, real)`; resolving only until the root exists.
+    fn resolve(&self) -> (PathBuf, PathBuf) {
+        let real = match self.real.get() {
+            Some(real) => real.clone(),
+            None => {
+                let (real, exists) = resolve_from(PathBuf::from("/"), &self.lexical);
+                if exists {
+                    let _ = self.real.set(real.clone());
+                }
+                real
+            }
+        };
+        (self.lexical.clone(), real)
+    }
+}
+
 /// The path rules of one endpoint, ready to check paths.
 #[derive(Debug, Clone)]
 pub struct PathGuard {
     /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
     roots: Vec<(PathBuf, PathBuf)>,
-    deny: Vec<globset::GlobMatcher>,
-    deny_prefixes: Vec<PathBuf>,
-    read_only: bool,
-    symlinks: SymlinkMode,
+    rules: Arc<PathRules>,
 }
 
 impl PathGuard {
     /// The guard for `rule`, with `base_dir` as the root when the rule allows none.
     pub fn new(base_dir: &Path, rule: &EffectiveRule) -> Self {
-        let raw_roots: Vec<PathBuf> =
-            if rule.allow.is_empty() { vec![base_dir.to_path_buf()] } else { rule.allow.clone() };
-        let roots = raw_roots
-            .into_iter()
-            .map(|r| {
-                let lexical = normalize(&r);
-                let real = realpath(&lexical);
-                (lexical, real)
-            })
-            .collect();
-        let mut deny = Vec::new();
-        let mut deny_prefixes: Vec<PathBuf> = SYSTEM_DENY.iter().map(PathBuf::from).collect();
-        for pattern in &rule.deny {
-            if pattern.starts_with('/') && !pattern.contains(['*', '?', '[']) {
-                deny_prefixes.push(PathBuf::from(pattern.trim_end_matches('/')));
-            } else if let Some(m) = deny_matcher(pattern) {
-                deny.push(m);
-            }
-        }
-        PathGuard { roots, deny, deny_prefixes, read_only: rule.read_only, symlinks: rule.symlinks }
+        PathGuard::from_rules(Arc::new(PathRules::compile(base_dir, rule)))
+    }
+
+    /// A guard from compiled rules.
+    pub fn from_rules(rules: Arc<PathRules>) -> Self {
+        let roots = rules.roots.iter().map(Root::resolve).collect();
+        PathGuard { roots, rules }
     }
 
     /// The directory relative paths resolve against.
@@ -130,7 +170,11 @@ impl PathGuard {
             return Err(invalid("Path too long"));
         }
         let lexical = normalize(&self.primary_root().join(raw));
-        let resolved = realpath(&lexical);
+        // Below a root, only the components under it need resolving: the root was resolved just now.
+        let resolved = match self.roots.iter().find_map(|(_, real)| Some((real, lexical.strip_prefix(real).ok()?))) {
+            Some((real, rest)) => resolve_from(real.clone(), rest).0,
+            None => realpath(&lexical),
+        };
         self.authorise(&lexical, &resolved, op, &label)?;
         Ok(resolved)
     }
@@ -152,21 +196,20 @@ impl PathGuard {
         let Some(root) = self.roots.iter().find(|(_, real)| resolved.starts_with(real)) else {
             return Err(Denial::PathNotAllowed { field: label.to_string() });
         };
-        if self.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
+        if self.rules.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
             return Err(Denial::SymlinkDenied { field: label.to_string() });
         }
-        if self.denied(resolved) || self.denied(lexical) {
+        if self.denied(resolved) || (lexical != resolved && self.denied(lexical)) {
             return Err(Denial::PathDenied { field: label.to_string() });
         }
-        if self.read_only && matches!(op, Op::Write | Op::Delete) {
+        if self.rules.read_only && matches!(op, Op::Write | Op::Delete) {
             return Err(Denial::ReadOnly { field: label.to_string() });
         }
         Ok(())
     }
 
     fn denied(&self, path: &Path) -> bool {
-        self.deny_prefixes.iter().any(|p| path.starts_with(p))
-            || path.ancestors().take_while(|a| *a != Path::new("/")).any(|a| self.deny.iter().any(|m| m.is_match(a)))
+        self.rules.deny.matches(path)
     }
 }
 
@@ -174,23 +217,6 @@ impl PathGuard {
 fn lexically_inside(lexical: &Path, (lex_root, real_root): &(PathBuf, PathBuf), resolved: &Path) -> bool {
     let rel = lexical.strip_prefix(real_root).or_else(|_| lexical.strip_prefix(lex_root));
     rel.is_ok_and(|rel| real_root.join(rel) == resolved || (rel.as_os_str().is_empty() && resolved == real_root))
-}
-
-/// A deny pattern as a matcher over whole paths.
-///
-/// No `/` in the pattern: it matches any one component (`*.pem`, `.env`).
-/// Absolute: a directory prefix, globs allowed (`/home/*/.ssh`).
-/// Otherwise: the tail of a path (`**/.env`, `secrets/*.key`).
-fn deny_matcher(pattern: &str) -> Option<globset::GlobMatcher> {
-    let stripped = pattern.trim_end_matches('/');
-    let full = if !pattern.contains('/') {
-        format!("**/{stripped}")
-    } else if pattern.starts_with('/') {
-        stripped.to_string()
-    } else {
-        format!("**/{}", stripped.strip_prefix("**/").unwrap_or(stripped))
-    };
-    globset::GlobBuilder::new(&full).literal_separator(false).build().ok().map(|g| g.compile_matcher())
 }
 
 /// Lexically normalises an absolute path: removes `.`, resolves `..`, never above `/`.
@@ -211,8 +237,14 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// Resolves every symlink of an absolute, normalised path, as far as the path
 /// exists; the missing tail is appended lexically (like Python's `realpath`).
 pub fn realpath(path: &Path) -> PathBuf {
-    let mut resolved = PathBuf::from("/");
-    let mut pending: Vec<PathBuf> = path.components().rev().filter_map(component_part).collect();
+    resolve_from(PathBuf::from("/"), path).0
+}
+
+/// [`realpath`] of `start` joined with `rest`, where `start` is already
+/// resolved, and whether the whole path exists.
+fn resolve_from(start: PathBuf, rest: &Path) -> (PathBuf, bool) {
+    let mut resolved = start;
+    let mut pending: Vec<PathBuf> = rest.components().rev().filter_map(component_part).collect();
     let mut hops = 0;
     let mut exists = true;
     while let Some(part) = pending.pop() {
@@ -220,32 +252,27 @@ pub fn realpath(path: &Path) -> PathBuf {
             resolved.pop();
             continue;
         }
-        let candidate = resolved.join(&part);
+        resolved.push(&part);
         if !exists {
-            resolved = candidate;
             continue;
         }
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() && hops < 40 => {
+        // One readlink per component: it tells a symlink (and its target), an
+        // existing non-link (EINVAL) and a missing path apart in a single call.
+        match std::fs::read_link(&resolved) {
+            Ok(target) if hops < 40 => {
                 hops += 1;
-                match std::fs::read_link(&candidate) {
-                    Ok(target) => {
-                        if target.is_absolute() {
-                            resolved = PathBuf::from("/");
-                        }
-                        pending.extend(target.components().rev().filter_map(component_part));
-                    }
-                    Err(_) => resolved = candidate,
+                resolved.pop();
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
                 }
+                pending.extend(target.components().rev().filter_map(component_part));
             }
-            Ok(_) => resolved = candidate,
-            Err(_) => {
-                exists = false;
-                resolved = candidate;
-            }
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
+            Err(_) => exists = false,
         }
     }
-    resolved
+    (resolved, exists)
 }
 
 fn component_part(component: Component<'_>) -> Option<PathBuf> {
@@ -333,6 +360,86 @@ mod tests {
         assert!(guard.resolve("notes.txt", Op::Read, "").is_ok());
         assert_eq!(guard.resolve("notes.txt", Op::Write, "").map_err(|e| e.code()), Err("read_only"));
         assert!(guard.resolve("notes.txt", Op::Exec, "").is_ok());
+    }
+
+    #[test]
+    fn each_operation_is_checked_against_read_only() {
+        let (_dir, root) = base();
+        let writable = PathGuard::new(&root, &rule(|_| {}));
+        let read_only = PathGuard::new(&root, &rule(|r| r.read_only = true));
+        for (op, refused) in [(Op::Read, false), (Op::Write, true), (Op::Delete, true), (Op::Exec, false)] {
+            assert!(writable.resolve("f", op, "").is_ok(), "{op:?}");
+            let outcome = read_only.resolve("f", op, "").map_err(|e| e.code());
+            assert_eq!(outcome.is_err(), refused, "{op:?}: {outcome:?}");
+            assert_eq!(read_only.resolve("/etc/x", op, "").map_err(|e| e.code()), Err("path_not_allowed"), "{op:?}");
+        }
+        assert_eq!(read_only.check_resolved(&root.join("f"), Op::Delete).map_err(|e| e.code()), Err("read_only"));
+    }
+
+    #[test]
+    fn endpoints_have_the_reference_default_operations() {
+        let expected = [
+            ("files_stat", Op::Read),
+            ("files_download_stream", Op::Read),
+            ("files_mkdir", Op::Write),
+            ("files_upload_stream", Op::Write),
+            ("files_delete", Op::Delete),
+            ("files_move", Op::Delete),
+            ("shell", Op::Exec),
+            ("shell_stream", Op::Exec),
+            ("process_start", Op::Exec),
+        ];
+        for (endpoint, op) in expected {
+            assert_eq!(Op::default_for(endpoint), op, "{endpoint}");
+        }
+    }
+
+    #[test]
+    fn compiled_rules_are_shared_by_guards() {
+        let (_dir, root) = base();
+        let rules = Arc::new(PathRules::compile(&root, &rule(|r| r.deny = vec!["*.pem".into()])));
+        let (a, b) = (PathGuard::from_rules(Arc::clone(&rules)), PathGuard::from_rules(Arc::clone(&rules)));
+        assert_eq!(Arc::strong_count(&rules), 3);
+        assert_eq!(a.resolve("k.pem", Op::Read, "").map_err(|e| e.code()), Err("path_denied"));
+        assert!(b.resolve("k.txt", Op::Read, "").is_ok());
+    }
+
+    #[test]
+    fn resolving_below_a_root_follows_symlinks_like_realpath() {
+        let (_dir, root) = base();
+        std::fs::create_dir_all(root.join("real/sub")).expect("mkdir");
+        symlink("real/sub", root.join("link")).expect("symlink");
+        symlink("../../..", root.join("real/sub/up")).expect("symlink");
+        let guard = PathGuard::new(&root, &rule(|_| {}));
+        assert_eq!(guard.resolve("link/f", Op::Read, ""), Ok(root.join("real/sub/f")));
+        assert_eq!(guard.resolve("link/up/x", Op::Read, "").map_err(|e| e.code()), Err("path_not_allowed"));
+        assert_eq!(
+            guard.resolve(&root.join("link/f").display().to_string(), Op::Read, ""),
+            Ok(root.join("real/sub/f"))
+        );
+    }
+
+    #[test]
+    fn roots_are_resolved_once_they_exist() {
+        let (_dir, root) = base();
+        std::fs::create_dir(root.join("a")).expect("mkdir");
+        std::fs::create_dir(root.join("b")).expect("mkdir");
+        let link = root.join("work");
+        let rules = Arc::new(PathRules::compile(&link, &rule(|_| {})));
+        // Missing at first: resolved on every use until it appears.
+        assert_eq!(PathGuard::from_rules(Arc::clone(&rules)).primary_root(), link);
+        symlink(root.join("a"), &link).expect("symlink");
+        assert_eq!(PathGuard::from_rules(Arc::clone(&rules)).primary_root(), root.join("a"));
+        // Re-pointing it later does not move the boundary.
+        std::fs::remove_file(&link).expect("unlink");
+        symlink(root.join("b"), &link).expect("symlink");
+        let guard = PathGuard::from_rules(rules);
+        assert_eq!(guard.primary_root(), root.join("a"));
+        assert_eq!(guard.resolve("x", Op::Read, ""), Ok(root.join("a/x")));
+        assert_eq!(
+            guard.resolve(&link.join("x").display().to_string(), Op::Read, "").map_err(|e| e.code()),
+            Err("path_not_allowed")
+        );
     }
 
     #[test]

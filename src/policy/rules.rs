@@ -39,12 +39,20 @@ impl Selector {
         }
     }
 
-    fn kind(&self) -> u8 {
+    /// How specific the selector is for `endpoint`, or `None` when it does not
+    /// select it: defaults < group < glob < the endpoint's governing id < its own id.
+    ///
+    /// An extension endpoint (see [`Endpoint::governed_by`]) is selected by
+    /// the id of the reference endpoint it extends, so a policy written for
+    /// the reference server governs the extension the same way; a rule naming
+    /// the extension's own id is more specific still.
+    fn specificity(&self, endpoint: &Endpoint) -> Option<u8> {
         match self {
-            Selector::Defaults => 0,
-            Selector::Group(_) => 1,
-            Selector::Glob(_) => 2,
-            Selector::Exact(_) => 3,
+            Selector::Defaults => Some(0),
+            Selector::Group(g) => (*g == endpoint.group).then_some(1),
+            Selector::Glob(p) => glob_matches(p, endpoint.id).then_some(2),
+            Selector::Exact(id) if id == endpoint.id => Some(4),
+            Selector::Exact(id) => (endpoint.governed_by == Some(id.as_str())).then_some(3),
         }
     }
 
@@ -58,12 +66,7 @@ impl Selector {
 
     /// Whether the selector applies to `endpoint`.
     pub fn matches(&self, endpoint: &Endpoint) -> bool {
-        match self {
-            Selector::Defaults => true,
-            Selector::Group(g) => *g == endpoint.group,
-            Selector::Glob(p) => glob_matches(p, endpoint.id),
-            Selector::Exact(id) => id == endpoint.id,
-        }
+        self.specificity(endpoint).is_some()
     }
 }
 
@@ -295,13 +298,16 @@ pub fn compile(layers: &[Layer], strict: bool) -> Result<Vec<EffectiveRule>, Pol
     if strict {
         validate(layers)?;
     }
-    let mut order: Vec<usize> = (0..layers.len()).collect();
-    order.sort_by_key(|&i| {
-        let l = &layers[i];
-        (l.selector.kind(), l.rank, l.selector.literal_prefix_len(), i)
-    });
-    let ordered: Vec<&Layer> = order.into_iter().map(|i| &layers[i]).collect();
-    ENDPOINTS.iter().map(|ep| merge(ep, &ordered, strict)).collect()
+    ENDPOINTS.iter().map(|ep| merge(ep, &ordered_for(layers, ep), strict)).collect()
+}
+
+/// The layers selecting `ep`, least specific first, each with its specificity:
+/// by specificity, then rank, then glob prefix length, then declaration order.
+fn ordered_for<'a>(layers: &'a [Layer], ep: &Endpoint) -> Vec<(u8, &'a Layer)> {
+    let mut selected: Vec<(u8, usize, &Layer)> =
+        layers.iter().enumerate().filter_map(|(i, l)| l.selector.specificity(ep).map(|k| (k, i, l))).collect();
+    selected.sort_by_key(|&(k, i, l)| (k, l.rank, l.selector.literal_prefix_len(), i));
+    selected.into_iter().map(|(k, _, l)| (k, l)).collect()
 }
 
 fn validate(layers: &[Layer]) -> Result<(), PolicyConfigError> {
@@ -319,7 +325,7 @@ fn validate(layers: &[Layer]) -> Result<(), PolicyConfigError> {
     Ok(())
 }
 
-fn merge(ep: &'static Endpoint, ordered: &[&Layer], strict: bool) -> Result<EffectiveRule, PolicyConfigError> {
+fn merge(ep: &'static Endpoint, ordered: &[(u8, &Layer)], strict: bool) -> Result<EffectiveRule, PolicyConfigError> {
     let mut rule = EffectiveRule {
         endpoint: ep,
         enabled: true,
@@ -335,14 +341,16 @@ fn merge(ep: &'static Endpoint, ordered: &[&Layer], strict: bool) -> Result<Effe
     };
     // The last (kind, rank) bucket with an opinion on `enabled` decides.
     let mut last_bucket: Option<((u8, Rank), bool, String)> = None;
-    for layer in ordered.iter().filter(|l| l.selector.matches(ep)) {
+    for &(specificity, layer) in ordered {
         let spec = &layer.rule;
-        let exact = strict && matches!(layer.selector, Selector::Exact(_));
+        // Only a rule naming this very endpoint must fit it; one naming the
+        // reference endpoint it extends applies where it fits.
+        let exact = strict && matches!(&layer.selector, Selector::Exact(id) if id == ep.id);
         let not_applicable = |what: String| {
             PolicyConfigError::new(format!("policy.endpoints.{}.{what}: not applicable to endpoint '{}'", ep.id, ep.id))
         };
         if let Some(on) = spec.enabled {
-            let key = (layer.selector.kind(), layer.rank);
+            let key = (specificity, layer.rank);
             match &mut last_bucket {
                 Some((k, enabled, origin)) if *k == key => {
                     if *enabled && !on {
@@ -494,6 +502,35 @@ mod tests {
         assert_eq!(rule(&rules, "files_stat").limit(Limit::MaxDepth), None);
         let exact = vec![layer(Selector::Exact("files_stat".into()), Rank::Policy, spec, "p")];
         assert!(compile(&exact, true).is_err());
+    }
+
+    #[test]
+    fn extensions_follow_the_rules_of_the_reference_endpoint_they_extend() {
+        let mut restricted = RuleSpec::enabled(true);
+        restricted.paths = Some(PathsSpec { allow: Some(vec!["/srv/out".into()]), ..PathsSpec::default() });
+        let layers = vec![
+            layer(Selector::Glob("*".into()), Rank::Preset, RuleSpec::enabled(false), "preset"),
+            layer(Selector::Exact("files_download_stream".into()), Rank::Preset, restricted, "preset:dl"),
+            layer(Selector::Exact("files_upload_stream".into()), Rank::Policy, RuleSpec::enabled(false), "policy:up"),
+        ];
+        let rules = compile(&layers, true).expect("compiles");
+        let read = rule(&rules, "files_content_read");
+        assert!(read.enabled, "enabled with files_download_stream");
+        assert_eq!(read.allow, [PathBuf::from("/srv/out")], "and confined like it");
+        assert_eq!(rule(&rules, "files_content_write").disabled_by, "policy:up", "disabled with files_upload_stream");
+        assert!(!rule(&rules, "files_upload_status").enabled);
+        assert!(!rule(&rules, "files_stat").enabled, "other endpoints are untouched");
+    }
+
+    #[test]
+    fn a_rule_naming_the_extension_itself_beats_its_reference_endpoint() {
+        let layers = vec![
+            layer(Selector::Exact("files_content_read".into()), Rank::Preset, RuleSpec::enabled(false), "own"),
+            layer(Selector::Exact("files_download_stream".into()), Rank::Policy, RuleSpec::enabled(true), "reference"),
+        ];
+        let rules = compile(&layers, true).expect("compiles");
+        assert_eq!(rule(&rules, "files_content_read").disabled_by, "own");
+        assert!(rule(&rules, "files_download_stream").enabled);
     }
 
     #[test]

@@ -78,6 +78,9 @@ def test_reattach_after_a_dropped_socket_replays_the_scrollback(server):
         await term.send("echo before-$((1+1))\n")
         await term.expect("before-2", timeout=WAIT)
         await term.send("sleep 0.3; echo meanwhile-$((3*3))\n")
+        # The terminal echoes the line once the shell has it; only then drop the
+        # socket, or the abort could discard the input still in the send buffer.
+        await term.expect("echo meanwhile-$((3*3))", timeout=WAIT)
         term._ws.transport.abort()  # the connection drops without a close handshake
         term._ws = None
 

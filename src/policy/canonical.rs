@@ -1,0 +1,166 @@
+//! Canonical JSON of a normalised policy document and its revision hash.
+//!
+//! The text is what Python's `json.dumps(doc, sort_keys=True,
+//! separators=(",", ":"))` writes (keys sorted, no spaces, non-ASCII escaped
+//! as `\uXXXX`, floats in `repr` form), so the same policy gets the same
+//! `revision` from this server and from the reference.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The canonical text of `value`.
+pub fn to_text(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out
+}
+
+/// The revision of a normalised document: the first 16 hex digits of the
+/// SHA-256 of its canonical text.
+pub fn revision(value: &Value) -> String {
+    let digest = Sha256::digest(to_text(value).as_bytes());
+    digest.iter().take(8).fold(String::with_capacity(16), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => {
+                let _ = write!(out, "{i}");
+            }
+            (None, Some(u), _) => {
+                let _ = write!(out, "{u}");
+            }
+            (None, None, Some(f)) => out.push_str(&python_float(f)),
+            _ => out.push_str("null"),
+        },
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, &map[key]);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON string with everything outside printable ASCII escaped, as Python's `ensure_ascii`.
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            ' '..='\u{7f}' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, `1.0` for integral
+/// values, scientific notation below 1e-4 and from 1e16 on.
+fn python_float(f: f64) -> String {
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
+    }
+    let magnitude = f.abs();
+    if magnitude == 0.0 || (1e-4..1e16).contains(&magnitude) {
+        let text = format!("{f}");
+        return if text.contains('.') { text } else { format!("{text}.0") };
+    }
+    // `{:e}` gives `1.5e-7`; Python writes `1.5e-07` (at least two exponent digits, with a sign).
+    let text = format!("{f:e}");
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+    let (sign, digits) = match exponent.strip_prefix('-') {
+        Some(d) => ('-', d),
+        None => ('+', exponent),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_are_sorted_and_separators_compact() {
+        let doc = json!({"version": 1, "endpoints": {"b": {"enabled": false}, "a": {"scopes": ["x:y"]}}});
+        assert_eq!(to_text(&doc), r#"{"endpoints":{"a":{"scopes":["x:y"]},"b":{"enabled":false}},"version":1}"#);
+    }
+
+    #[test]
+    fn non_ascii_and_controls_are_escaped_like_python() {
+        assert_eq!(to_text(&json!("é\u{1F600}\n\u{1}\"\\/")), r#""\u00e9\ud83d\ude00\n\u0001\"\\/""#);
+    }
+
+    #[test]
+    fn floats_follow_python_repr() {
+        assert_eq!(python_float(1.5), "1.5");
+        assert_eq!(python_float(30.0), "30.0");
+        assert_eq!(python_float(0.0001), "0.0001");
+        assert_eq!(python_float(0.00001), "1e-05");
+        assert_eq!(python_float(1.5e-7), "1.5e-07");
+        assert_eq!(python_float(1e16), "1e+16");
+        assert_eq!(python_float(123456789.125), "123456789.125");
+    }
+
+    #[test]
+    fn revisions_match_the_reference() {
+        // Revisions the reference (ServerPolicy(...).revision) computes for these documents.
+        let cases = [
+            (json!({"version": 1, "endpoints": {"files_*": {"limits": {"max_depth": 3}}}}), "9a32fbff33b1fb22"),
+            (json!({"version": 1, "endpoints": {"shell": {"limits": {"timeout_seconds": 1.5}}}}), "fd379d163ab1a886"),
+            (
+                json!({"version": 1, "endpoints": {"files_list": {"limits": {"max_request_bytes": 1536}}}}),
+                "5a82ec6234f88f91",
+            ),
+            (json!({"version": 1, "description": "5"}), "9210b08d6991a9d2"),
+        ];
+        for (doc, expected) in cases {
+            assert_eq!(revision(&doc), expected, "{doc}");
+        }
+    }
+}

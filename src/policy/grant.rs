@@ -1,0 +1,139 @@
+//! [`Grant`]: an admitted request, as handlers see it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{Denial, EffectiveRule, Identity, LimitValue, Op, ParamValue, PathGuard, PolicyEngine};
+use crate::endpoints::{Endpoint, Limit, Param};
+
+/// Most resolved paths an audit line lists, and their longest length.
+const MAX_AUDITED_PATHS: usize = 8;
+const MAX_AUDITED_PATH_LEN: usize = 512;
+
+/// An admitted request: the endpoint's rule and the caller.
+///
+/// Handlers receive it to resolve paths and read limits and parameters.
+/// Cloning it is cheap (a reference count); every clone records into the
+/// same list of paths touched, which the audit line reports.
+#[derive(Clone)]
+pub struct Grant(Arc<Admitted>);
+
+struct Admitted {
+    engine: Arc<PolicyEngine>,
+    endpoint: &'static Endpoint,
+    identity: Arc<Identity>,
+    touched: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant").field("endpoint", &self.0.endpoint.id).field("identity", &self.0.identity.id).finish()
+    }
+}
+
+impl Grant {
+    pub(super) fn new(engine: Arc<PolicyEngine>, endpoint: &'static Endpoint, identity: Arc<Identity>) -> Self {
+        Grant(Arc::new(Admitted { engine, endpoint, identity, touched: Mutex::default() }))
+    }
+
+    /// The endpoint admitted.
+    pub fn endpoint(&self) -> &'static Endpoint {
+        self.0.endpoint
+    }
+
+    /// The caller.
+    pub fn identity(&self) -> &Identity {
+        &self.0.identity
+    }
+
+    /// The engine that admitted the request.
+    pub fn engine(&self) -> &Arc<PolicyEngine> {
+        &self.0.engine
+    }
+
+    /// The endpoint's effective rule.
+    pub fn rule(&self) -> &EffectiveRule {
+        self.0.engine.rule(self.0.endpoint)
+    }
+
+    /// The path guard of the endpoint's rule. Paths resolved through it
+    /// directly are not audited; use [`Grant::resolve`] or [`Grant::record_path`].
+    pub fn guard(&self) -> PathGuard {
+        self.0.engine.path_guard(self.0.endpoint)
+    }
+
+    /// Resolves and authorises `raw` for the endpoint's default operation.
+    ///
+    /// # Errors
+    /// The path refusals of [`PathGuard::resolve`].
+    pub fn resolve_path(&self, raw: &str) -> Result<PathBuf, Denial> {
+        self.resolve(raw, Op::default_for(self.0.endpoint.id), "")
+    }
+
+    /// Resolves and authorises `raw` for `op`, labelling messages with
+    /// `field`; the resolved path is recorded for the audit line.
+    ///
+    /// # Errors
+    /// The path refusals of [`PathGuard::resolve`].
+    pub fn resolve(&self, raw: &str, op: Op, field: &str) -> Result<PathBuf, Denial> {
+        let resolved = self.guard().resolve(raw, op, field)?;
+        self.record_path(&resolved);
+        Ok(resolved)
+    }
+
+    /// Records a path the request touches, for the audit line (at most 8, each cut to 512 bytes).
+    pub fn record_path(&self, path: &Path) {
+        let mut touched = self.0.touched.lock().unwrap_or_else(PoisonError::into_inner);
+        if touched.len() < MAX_AUDITED_PATHS {
+            let mut text = path.to_string_lossy().into_owned();
+            if text.len() > MAX_AUDITED_PATH_LEN {
+                let mut end = MAX_AUDITED_PATH_LEN;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+            touched.push(text);
+        }
+    }
+
+    /// The paths recorded so far.
+    pub fn paths_touched(&self) -> Vec<String> {
+        self.0.touched.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The limit `key`, if the policy sets it.
+    pub fn limit(&self, key: Limit) -> Option<LimitValue> {
+        self.rule().limit(key)
+    }
+
+    /// The parameter `key`, if the policy sets it.
+    pub fn param(&self, key: Param) -> Option<&ParamValue> {
+        self.rule().param(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyInputs;
+
+    #[test]
+    fn resolved_paths_are_recorded_for_the_audit_line_within_bounds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inputs = PolicyInputs { base_dir: dir.path().to_path_buf(), ..PolicyInputs::default() };
+        let engine = Arc::new(PolicyEngine::new(inputs).expect("valid"));
+        let endpoint = crate::endpoints::find("files_stat").expect("files_stat");
+        let grant = Grant::new(engine, endpoint, Arc::new(Identity::new("t", ["*"])));
+        let clone = grant.clone();
+        let resolved = clone.resolve_path("a.txt").expect("inside");
+        assert!(grant.resolve_path("/etc/passwd").is_err(), "refused paths are not recorded");
+        assert_eq!(grant.paths_touched(), vec![resolved.display().to_string()]);
+        for i in 0..20 {
+            grant.record_path(Path::new(&format!("/{}{i}", "é".repeat(400))));
+        }
+        let touched = grant.paths_touched();
+        assert_eq!(touched.len(), 8);
+        assert!(touched[1].len() <= 512 && touched[1].starts_with("/é"));
+    }
+}

@@ -1,0 +1,201 @@
+//! The built-in presets, with the reference's names and meaning.
+//!
+//! A preset is a policy document of its own (`groups`, `endpoints`,
+//! `defaults`) whose rules sit one rank below the policy's: a policy refines
+//! the preset it names. `core` endpoints stay on whatever a preset says.
+
+use serde_json::{json, Map, Value};
+
+/// The preset names, in the reference's order.
+pub const NAMES: [&str; 5] = ["default", "transfer-only", "read-only", "hardened", "locked"];
+
+/// Endpoints that move files in and out (what `transfer-only` keeps).
+pub const TRANSFER_ENDPOINTS: [&str; 2] = ["files_upload_stream", "files_download_stream"];
+
+/// Endpoints that change files (what `read-only` turns off, with `env_set`).
+const WRITE_ENDPOINTS: [&str; 4] = ["files_mkdir", "files_delete", "files_move", "files_upload_stream"];
+
+/// Paths `hardened` denies to every file endpoint.
+pub const HARDENED_DENY: [&str; 9] =
+    ["/proc", "/sys", "/dev", "**/.ssh", "**/.env", "**/.env.*", "**/*.pem", "**/id_rsa*", "**/id_ed25519*"];
+
+/// Groups `read-only` and `hardened` switch off.
+const RISKY_GROUPS: [&str; 4] = ["process", "terminal", "dev_tools", "browser"];
+
+/// Everything off but `ids` (and the core endpoints, which cannot be switched off).
+fn only(ids: &[&str]) -> Value {
+    let mut endpoints = Map::new();
+    endpoints.insert("*".into(), json!({"enabled": false}));
+    for id in ids {
+        endpoints.insert((*id).into(), json!({"enabled": true}));
+    }
+    json!({ "endpoints": endpoints })
+}
+
+fn groups_off() -> Value {
+    Value::Object(RISKY_GROUPS.iter().map(|g| ((*g).to_string(), Value::Bool(false))).collect())
+}
+
+/// The document of preset `name`, or `None` for an unknown name.
+///
+/// - `default`: nothing beyond the built-in defaults.
+/// - `transfer-only`: only uploads and downloads (and core).
+/// - `read-only`: no processes, terminals, dev tools or browser; no file
+///   writes, deletes or moves; no `env_set`.
+/// - `hardened`: like `read-only` for groups, plus secret paths (`.ssh`,
+///   `.env`, keys, `/proc`...) denied to every file endpoint and refusals audited.
+/// - `locked`: only registered commands (and core).
+pub fn document(name: &str) -> Option<Value> {
+    let doc = match name {
+        "default" => json!({}),
+        "transfer-only" => only(&TRANSFER_ENDPOINTS),
+        "read-only" => {
+            let mut endpoints: Map<String, Value> =
+                WRITE_ENDPOINTS.iter().map(|id| ((*id).to_string(), json!({"enabled": false}))).collect();
+            endpoints.insert("env_set".into(), json!({"enabled": false}));
+            json!({"groups": groups_off(), "endpoints": endpoints})
+        }
+        "hardened" => json!({
+            "groups": groups_off(),
+            "endpoints": {
+                "env_set": {"enabled": false},
+                "files_*": {"paths": {"deny": HARDENED_DENY, "symlinks": "within"}},
+            },
+            "defaults": {"audit": "deny"},
+        }),
+        "locked" => only(&["list_commands", "run_command"]),
+        _ => return None,
+    };
+    Some(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoints::{Group, ENDPOINTS};
+    use crate::policy::document;
+    use crate::policy::rules::{self, enabled_group_layers, AuditMode, EffectiveRule, Rank, SymlinkMode};
+
+    /// The effective rules of a policy document plus `groups` from the environment.
+    fn compiled(policy: Value, groups: &[Group]) -> Vec<EffectiveRule> {
+        let mut layers = rules::baseline_layers();
+        layers.extend(document::parse(&policy).expect("valid").layers);
+        layers.extend(enabled_group_layers(groups, Rank::Env, "env:ABX_SERVER_ENABLED_GROUPS"));
+        rules::compile(&layers, true).expect("compiles")
+    }
+
+    fn enabled(rules: &[EffectiveRule]) -> Vec<&'static str> {
+        rules.iter().filter(|r| r.enabled).map(|r| r.endpoint.id).collect()
+    }
+
+    fn rule<'a>(rules: &'a [EffectiveRule], id: &str) -> &'a EffectiveRule {
+        rules.iter().find(|r| r.endpoint.id == id).expect("endpoint")
+    }
+
+    const CORE: [&str; 3] = ["health", "capabilities", "capabilities_check"];
+
+    #[test]
+    fn default_is_the_built_in_policy() {
+        let preset = compiled(json!({"preset": "default"}), &[]);
+        let none = compiled(json!({}), &[]);
+        assert_eq!(enabled(&preset), enabled(&none));
+        assert_eq!(enabled(&preset).len(), 39, "every group but the opt-in ones");
+    }
+
+    #[test]
+    fn transfer_only_keeps_transfers_and_core() {
+        let rules = compiled(json!({"preset": "transfer-only"}), &[Group::DevTools]);
+        let transfers = [
+            "files_upload_stream",
+            "files_download_stream",
+            "files_content_read",
+            "files_content_write",
+            "files_upload_status",
+            "files_upload_cancel",
+        ];
+        assert_eq!(enabled(&rules), [&CORE[..], &transfers[..]].concat(), "with the extensions they govern");
+        assert_eq!(rule(&rules, "shell").disabled_by, "preset:transfer-only:endpoints.*");
+        assert_eq!(rule(&rules, "code_run").disabled_by, "preset:transfer-only:endpoints.*", "a glob beats a group");
+    }
+
+    #[test]
+    fn read_only_turns_off_writes_and_execution() {
+        let rules = compiled(json!({"preset": "read-only"}), &[]);
+        for off in
+            ["files_mkdir", "files_delete", "files_move", "files_upload_stream", "env_set", "shell", "pty_connect"]
+        {
+            assert!(!rule(&rules, off).enabled, "{off}");
+        }
+        for off in ["files_content_write", "files_upload_status", "files_upload_cancel"] {
+            assert!(!rule(&rules, off).enabled, "{off} follows files_upload_stream");
+        }
+        for on in ["files_list", "files_stat", "files_download_stream", "env_get", "system_info", "run_command"] {
+            assert!(rule(&rules, on).enabled, "{on}");
+        }
+        assert_eq!(rule(&rules, "shell").disabled_by, "preset:read-only:groups.process");
+        assert_eq!(rule(&rules, "files_move").disabled_by, "preset:read-only:endpoints.files_move");
+        let with_env = compiled(json!({"preset": "read-only"}), &[Group::DevTools]);
+        assert!(rule(&with_env, "code_run").enabled, "the environment outranks a preset's group switch");
+    }
+
+    #[test]
+    fn hardened_denies_secret_paths_to_file_endpoints() {
+        let rules = compiled(json!({"preset": "hardened"}), &[]);
+        for endpoint in ENDPOINTS.iter().filter(|e| e.id.starts_with("files_")) {
+            let r = rule(&rules, endpoint.id);
+            assert_eq!(r.deny, HARDENED_DENY, "{}", endpoint.id);
+            assert_eq!((r.symlinks, r.audit), (SymlinkMode::Within, AuditMode::Deny));
+        }
+        assert!(rule(&rules, "git_status").deny.is_empty());
+        assert!(
+            !rule(&rules, "env_set").enabled
+                && !rule(&rules, "shell").enabled
+                && !rule(&rules, "pty_create_session").enabled
+        );
+        assert!(rule(&rules, "files_upload_stream").enabled, "hardened still allows writes");
+    }
+
+    #[test]
+    fn locked_keeps_registered_commands_and_core() {
+        let rules = compiled(json!({"preset": "locked"}), &[]);
+        assert_eq!(enabled(&rules), [&CORE[..], &["list_commands", "run_command"]].concat());
+    }
+
+    #[test]
+    fn a_policy_refines_its_preset() {
+        let rules = compiled(
+            json!({
+                "preset": "transfer-only",
+                "groups": {"system": true},
+                "endpoints": {
+                    "files_stat": {"enabled": true},
+                    "files_download_stream": {"paths": {"allow": ["/home/user/out"], "read_only": true}},
+                    "files_*": {"paths": {"deny": ["*.key"]}},
+                },
+            }),
+            &[],
+        );
+        assert!(rule(&rules, "files_stat").enabled, "an exact id beats the preset's glob");
+        assert!(!rule(&rules, "system_info").enabled, "a group does not beat a glob, whatever its rank");
+        let download = rule(&rules, "files_download_stream");
+        assert_eq!(download.allow, [std::path::PathBuf::from("/home/user/out")]);
+        assert!(download.read_only);
+        assert_eq!(download.deny, ["*.key"], "deny patterns of every matching rule apply");
+    }
+
+    #[test]
+    fn every_name_has_a_document_and_nothing_else_does() {
+        for name in NAMES {
+            assert!(document(name).is_some(), "{name}");
+        }
+        assert!(document("harden").is_none());
+        assert_eq!(document("default"), Some(json!({})));
+    }
+
+    #[test]
+    fn transfer_only_switches_everything_off_but_transfers() {
+        let doc = document("transfer-only").expect("preset");
+        assert_eq!(doc["endpoints"]["*"], json!({"enabled": false}));
+        assert_eq!(doc["endpoints"]["files_download_stream"], json!({"enabled": true}));
+    }
+}
