@@ -11,7 +11,7 @@
 //! base64 SHA-256 of `path:operation:username:token[:expiration]`, the
 //! scheme the SDKs' `download_url`/`upload_url` use. Either token signs.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use base64::Engine;
 use nix::unistd::{Uid, User};
@@ -102,10 +102,10 @@ impl Tokens {
     /// # Errors
     /// [`Denial::Unauthorized`] without a valid token once one is required;
     /// [`Denial::AmbiguousCredentials`] for several distinct tokens.
-    pub fn authenticate(&self, engine: &PolicyEngine, credentials: &Credentials<'_>) -> Result<Identity, Denial> {
+    pub fn authenticate(&self, engine: &PolicyEngine, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
         if let Some(init) = self.init.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
             if credentials.access_tokens.iter().any(|t| init.matches(t)) {
-                return Ok(Identity::new(INIT_IDENTITY, ["*"]));
+                return Ok(Arc::new(Identity::new(INIT_IDENTITY, ["*"])));
             }
         }
         let identity = engine.authenticate(credentials)?;
@@ -247,12 +247,12 @@ mod tests {
     fn an_init_token_closes_an_open_plane_and_either_token_opens_it() {
         let open = engine(None);
         let tokens = Tokens::new(None);
-        assert_eq!(tokens.authenticate(&open, &creds(&[])).map(|i| i.id), Ok("anonymous".into()));
+        assert_eq!(tokens.authenticate(&open, &creds(&[])).map(|i| i.id.clone()), Ok("anonymous".into()));
         assert!(tokens.may_init(&open, &creds(&[]), None));
         tokens.set_init("init-tok");
-        assert_eq!(tokens.authenticate(&open, &creds(&[])), Err(Denial::Unauthorized));
-        assert_eq!(tokens.authenticate(&open, &creds(&["wrong"])), Err(Denial::Unauthorized));
-        assert_eq!(tokens.authenticate(&open, &creds(&["init-tok"])).map(|i| i.id), Ok(INIT_IDENTITY.into()));
+        assert_eq!(tokens.authenticate(&open, &creds(&[])).map(|i| i.id.clone()), Err(Denial::Unauthorized));
+        assert_eq!(tokens.authenticate(&open, &creds(&["wrong"])).map(|i| i.id.clone()), Err(Denial::Unauthorized));
+        assert_eq!(tokens.authenticate(&open, &creds(&["init-tok"])).map(|i| i.id.clone()), Ok(INIT_IDENTITY.into()));
         assert!(!tokens.may_init(&open, &creds(&[]), Some("other")));
         assert!(tokens.may_init(&open, &creds(&[]), Some("init-tok")));
         let guarded = engine(Some("server-tok"));
@@ -260,8 +260,11 @@ mod tests {
         assert!(!tokens.may_init(&guarded, &creds(&[]), Some("x")));
         assert!(tokens.may_init(&guarded, &creds(&["server-tok"]), None));
         tokens.set_init("init-tok");
-        assert_eq!(tokens.authenticate(&guarded, &creds(&["server-tok"])).map(|i| i.id), Ok("server".into()));
-        assert_eq!(tokens.authenticate(&guarded, &creds(&["init-tok"])).map(|i| i.id), Ok(INIT_IDENTITY.into()));
+        assert_eq!(tokens.authenticate(&guarded, &creds(&["server-tok"])).map(|i| i.id.clone()), Ok("server".into()));
+        assert_eq!(
+            tokens.authenticate(&guarded, &creds(&["init-tok"])).map(|i| i.id.clone()),
+            Ok(INIT_IDENTITY.into())
+        );
     }
 
     #[test]

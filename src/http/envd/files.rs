@@ -60,7 +60,7 @@ fn caller(state: &EnvdState, headers: &HeaderMap, q: &FilesQuery, operation: Ope
     tokens
         .verify(path, operation, username, signature, expiration, i64::try_from(now).unwrap_or(i64::MAX))
         .map_err(|e| unauthorized(&e.to_string()))?;
-    Ok(Caller { identity: Identity::new("signed-url", ["*"]), user })
+    Ok(Caller { identity: std::sync::Arc::new(Identity::new("signed-url", ["*"])), user })
 }
 
 /// The grant, the account acted as, and the concurrency permit held for the transfer.

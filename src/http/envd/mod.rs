@@ -49,7 +49,7 @@ pub struct EnvdState {
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The identity its token proved (or anonymous on an open plane).
-    pub identity: Identity,
+    pub identity: Arc<Identity>,
     /// The user named by `Authorization: Basic`, if any.
     pub user: Option<String>,
 }
