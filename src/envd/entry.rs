@@ -98,20 +98,31 @@ pub fn permissions(mode: u32) -> String {
     out
 }
 
-/// The `EntryInfo` of `path` from its (not followed) metadata.
-fn info(path: &Path, st: &Stat, uid: u32, gid: u32, names: &mut Names) -> EntryInfo {
-    let kind = match st.kind {
+/// The `EntryInfo` of `path` from its (not followed) metadata. A symlink is
+/// reported as envd does: `type` and `mode` of its target (when the target
+/// exists and the guard lets it be seen, else `SYMLINK`), with `isSymlink`
+/// and `symlinkTarget` set, and its own size and permissions.
+fn info(guard: &PathGuard, path: &Path, st: &Stat, uid: u32, gid: u32, names: &mut Names) -> EntryInfo {
+    let kind_of = |kind| match kind {
         Kind::File => FileType::File,
         Kind::Directory => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
     };
+    let mut kind = kind_of(st.kind);
+    let mut mode = st.mode & 0o777;
     let symlink_target = (st.kind == Kind::Symlink).then(|| link_target(path));
+    if st.kind == Kind::Symlink {
+        if let Some(target) = followed(guard, path) {
+            kind = kind_of(target.kind);
+            mode = target.mode & 0o777;
+        }
+    }
     EntryInfo {
         name: crate::fs::file_name(path),
         kind,
         path: path.display().to_string(),
         size: i64::try_from(st.size).unwrap_or(i64::MAX),
-        mode: st.mode & 0o777,
+        mode,
         permissions: permissions(st.mode),
         owner: names.user(uid),
         group: names.group(gid),
@@ -120,6 +131,14 @@ fn info(path: &Path, st: &Stat, uid: u32, gid: u32, names: &mut Names) -> EntryI
         symlink_target,
         ..EntryInfo::default()
     }
+}
+
+/// The metadata of what the symlink `path` leads to, if it exists and may be seen.
+fn followed(guard: &PathGuard, path: &Path) -> Option<Stat> {
+    let target = safe::resolve(guard, path.to_str()?, Op::Read, "").ok()?;
+    let fd = safe::open_beneath(&target.root, target.relative(), OFlag::O_PATH, Mode::empty()).ok()?;
+    let st = Stat::from_metadata(&std::fs::File::from(fd).metadata().ok()?);
+    (st.kind != Kind::Symlink).then_some(st)
 }
 
 /// Where a symlink points, made absolute (against its directory) and normalised.
@@ -148,7 +167,7 @@ pub fn entry(guard: &PathGuard, target: &Resolved) -> Result<EntryInfo, EnvdErro
     if st.kind != Kind::Symlink {
         guard.check_resolved(&target.path, Op::Read)?;
     }
-    Ok(info(&target.path, &st, meta.uid(), meta.gid(), &mut Names::default()))
+    Ok(info(guard, &target.path, &st, meta.uid(), meta.gid(), &mut Names::default()))
 }
 
 /// The entries below the directory `target`, `depth` levels deep (at least 1),
@@ -178,7 +197,7 @@ pub fn list(guard: &PathGuard, target: &Resolved, depth: usize) -> Result<Vec<En
         }
         let (uid, gid) = nix::sys::stat::fstatat(item.dir, item.name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
             .map_or((0, 0), |st| (st.st_uid, st.st_gid));
-        entries.push(info(&item.path, &item.stat, uid, gid, &mut names));
+        entries.push(info(guard, &item.path, &item.stat, uid, gid, &mut names));
         if entries.len() >= MAX_LIST_ENTRIES {
             Flow::Stop
         } else if item.depth < depth {
@@ -227,7 +246,10 @@ mod tests {
         std::os::unix::fs::symlink("f", real.join("a/l")).expect("symlink");
         let link = resolve_link(&guard, "a/l", Op::Read).expect("resolve");
         let info = entry(&guard, &link).expect("entry");
-        assert_eq!((info.kind, info.is_symlink, info.name.as_str()), (FileType::Symlink, true, "l"));
+        assert_eq!((info.kind, info.is_symlink, info.name.as_str()), (FileType::File, true, "l"));
+        std::os::unix::fs::symlink("/etc/passwd", real.join("a/out")).expect("symlink");
+        let out = entry(&guard, &resolve_link(&guard, "a/out", Op::Read).expect("resolve")).expect("entry");
+        assert_eq!((out.kind, out.is_symlink), (FileType::Symlink, true), "a target outside stays unseen");
         assert_eq!(info.symlink_target.as_deref(), Some(real.join("a/f").to_str().expect("utf-8")));
         let file = entry(&guard, &resolve_link(&guard, "a/f", Op::Read).expect("resolve")).expect("entry");
         assert_eq!((file.kind, file.size, file.mode), (FileType::File, 5, file.mode & 0o777));
