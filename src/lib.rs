@@ -20,6 +20,9 @@
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
+//! - [`process`]: supervised processes: the reaper that owns every child's
+//!   exit, process groups, `/shell` and background processes.
+//! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
@@ -31,8 +34,8 @@
 //!   on its own port (no axum in the domain).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
-//! - Domain modules, filled by later work, never import axum: `process`
-//!   (supervised processes), `code` (code execution).
+//! - [`process`]: supervised processes: the reaper, process groups,
+//!   bounded output capture with cursors (no axum).
 
 pub mod api;
 pub mod cli;
@@ -47,8 +50,10 @@ pub mod fs;
 pub mod http;
 pub mod logging;
 pub mod policy;
+pub mod process;
 pub mod pty;
 pub mod server;
+pub mod sys;
 pub mod system;
 
 /// Version reported by `version` and `/capabilities`.

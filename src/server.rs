@@ -75,7 +75,13 @@ impl Running {
     /// in-flight requests finish within the grace, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        tokio::join!(self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE), self.interpreter.shutdown(CODE_SHUTDOWN_GRACE));
+        // Children are signalled while requests drain, so runs waiting on them end now.
+        let children = crate::process::supervisor().terminate_all(crate::process::run::KILL_GRACE);
+        tokio::join!(
+            self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
+            self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),
+            children
+        );
         let listeners = [("API", self.api), ("PTY", self.pty)]
             .into_iter()
             .chain(self.code.map(|code| ("code", code)))
@@ -140,6 +146,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => {}
     }
+    // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
+    crate::process::supervisor();
+    crate::process::reaper::protect_daemon_from_oom();
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;

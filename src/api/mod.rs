@@ -10,6 +10,7 @@ pub mod core;
 pub mod envd;
 pub mod error;
 pub mod files;
+pub mod process;
 pub mod pty;
 pub mod system;
 

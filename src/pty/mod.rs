@@ -16,7 +16,6 @@ pub mod request;
 pub mod scrollback;
 pub mod session;
 pub mod spawn;
-mod sys;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

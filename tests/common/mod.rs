@@ -3,6 +3,8 @@
 //! and stop it (by PID) when the test ends.
 
 #![allow(dead_code)]
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
