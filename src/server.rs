@@ -241,7 +241,8 @@ async fn start_envd(
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let server_token = std::env::var(policy::TOKEN_ENV).ok();
-    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone()));
+    let scrollback = config.terminals.scrollback_bytes;
+    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("envd", addr);

@@ -1,6 +1,9 @@
 //! Black-box tests of the envd port: the Connect framing (unary, server
 //! streams, keepalives, deadlines, errors), the tokens (server, `/init`,
-//! signed URLs), and `/files` (ranges, gzip, multipart, full disks).
+//! signed URLs), `/files` (ranges, gzip, multipart, full disks), and
+//! `process.Process` (replay on Connect, lifetimes, stdin streams).
+
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
 
 mod common;
 

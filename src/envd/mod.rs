@@ -16,6 +16,7 @@
 pub mod access;
 pub mod entry;
 pub mod filesystem;
+pub mod processes;
 pub mod watchers;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,22 @@ pub enum EnvdError {
     Internal(String),
 }
 
+impl From<crate::process::ProcessError> for EnvdError {
+    fn from(error: crate::process::ProcessError) -> Self {
+        use crate::process::ProcessError as P;
+        match error {
+            P::Invalid(m) | P::Timeout(m) => EnvdError::Invalid(m),
+            P::Denied(denial) => EnvdError::Denied(denial),
+            P::Spawn { message, .. } => EnvdError::Invalid(message),
+            P::ProcessLimit(limit) => EnvdError::Exhausted(format!("too many processes (at most {limit})")),
+            P::NotFound(pid) | P::Exited(pid) => EnvdError::NotFound(format!("process with pid {pid} not found")),
+            P::Conflict(m) => EnvdError::FailedPrecondition(m),
+            P::Refused(pid) => EnvdError::PermissionDenied(format!("refusing to signal pid {pid}")),
+            P::Internal(m) => EnvdError::Internal(m),
+        }
+    }
+}
+
 /// What `/init` sets besides the token.
 #[derive(Debug, Clone, Default)]
 struct Defaults {
@@ -80,6 +97,8 @@ pub struct Envd {
     pub tokens: Tokens,
     /// Polled watchers.
     pub watchers: Watchers,
+    /// Processes of `process.Process`.
+    pub processes: Arc<processes::Processes>,
     defaults: RwLock<Defaults>,
     env: Arc<ChildEnv>,
     shutdown: CancellationToken,
@@ -92,11 +111,18 @@ impl std::fmt::Debug for Envd {
 }
 
 impl Envd {
-    /// The plane's state; `server_token` is `ABX_SERVER_TOKEN` (it signs `/files` URLs too).
-    pub fn new(server_token: Option<String>, env: Arc<ChildEnv>, shutdown: CancellationToken) -> Self {
+    /// The plane's state; `server_token` is `ABX_SERVER_TOKEN` (it signs
+    /// `/files` URLs too); terminal processes keep `scrollback` bytes.
+    pub fn new(
+        server_token: Option<String>,
+        env: Arc<ChildEnv>,
+        shutdown: CancellationToken,
+        scrollback: usize,
+    ) -> Self {
         Envd {
             tokens: Tokens::new(server_token),
             watchers: Watchers::new(shutdown.clone()),
+            processes: Arc::new(processes::Processes::new(scrollback, shutdown.clone())),
             defaults: RwLock::new(Defaults::default()),
             env,
             shutdown,
@@ -182,7 +208,7 @@ mod tests {
 
     fn envd() -> Envd {
         let env = Arc::new(ChildEnv::from_vars([("PATH".to_string(), "/bin".to_string())], &[]));
-        Envd::new(None, env, CancellationToken::new())
+        Envd::new(None, env, CancellationToken::new(), 4096)
     }
 
     #[test]

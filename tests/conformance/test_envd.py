@@ -209,3 +209,196 @@ def test_init_sets_a_token_variables_and_a_workdir(make_server, monkeypatch):
     sbx.files.write("work/in.txt", "x")
     assert sorted(e.name for e in sbx.files.list(".")) == ["w.txt", "work"]
     assert [e.name for e in sbx.files.list("")] == ["in.txt"], "an empty path is the default workdir"
+
+
+# --- process.Process ------------------------------------------------------------------------
+
+
+def running_with(marker: str) -> bool:
+    """Whether any process on this machine has `marker` in its command line."""
+    import pathlib
+
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def gone(marker: str, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while running_with(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def eventually(predicate, timeout: float = 5.0):
+    """Calls `predicate` (which asks the server) until it holds. For states no
+    event announces, such as a killed process leaving List a moment after the
+    client's own deadline fired."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not reached in time"
+
+
+def first_output(handle, text: str) -> str:
+    """Reads a handle's events until `text` was printed."""
+    seen = ""
+    for out, _, _ in handle:
+        seen += out or ""
+        if text in seen:
+            return seen
+    raise AssertionError(f"the stream ended without {text!r}: {seen!r}")
+
+
+def sdk_of(sbx):
+    return e2b if isinstance(sbx, e2b.Sandbox) else _standard
+
+
+def test_run_reports_stdout_stderr_exit_code_env_and_cwd(sandbox):
+    srv, sbx = sandbox
+    (srv.base / "sub").mkdir()
+    result = sbx.commands.run("echo out; echo err >&2; echo $GREETING; pwd", envs={"GREETING": "hi"}, cwd="sub")
+    assert (result.stdout, result.stderr, result.exit_code) == (f"out\nhi\n{srv.base / 'sub'}\n", "err\n", 0)
+    with pytest.raises(sdk_of(sbx).CommandExitException) as failed:
+        sbx.commands.run("echo partial; exit 3")
+    assert (failed.value.exit_code, failed.value.stdout) == (3, "partial\n")
+    assert sbx.commands.run("pwd").stdout == f"{srv.base}\n", "the base directory by default"
+
+
+def test_a_timeout_raises_the_sdk_error_and_kills_the_command(sandbox):
+    _, sbx = sandbox
+    marker = f"timeout-marker-{time.monotonic_ns()}"
+    started = time.monotonic()
+    with pytest.raises(sdk_of(sbx).TimeoutException):
+        sbx.commands.run(f"sleep 60 # {marker}; sleep 61", timeout=1)
+    assert time.monotonic() - started < 10
+    assert gone(marker), "the command's process group was killed"
+    eventually(lambda: all(marker not in " ".join(p.args) for p in sbx.commands.list()))
+
+
+def test_background_connect_list_kill(sandbox):
+    _, sbx = sandbox
+    marker = f"bg-marker-{time.monotonic_ns()}"
+    handle = sbx.commands.run(f"echo started; sleep 60 # {marker}", background=True)
+    first_output(handle, "started")
+    listed = {p.pid: p for p in sbx.commands.list()}
+    assert handle.pid in listed
+    info = listed[handle.pid]
+    assert (info.cmd, info.args[-1]) == ("/bin/bash", f"echo started; sleep 60 # {marker}")
+    other = sbx.commands.run("sleep 30", background=True)
+    assert other.pid == handle.pid + 1, "pids are the daemon's own counter"
+    assert sbx.commands.kill(other.pid)
+    again = sbx.commands.connect(handle.pid)
+    assert sbx.commands.kill(handle.pid) is True
+    with pytest.raises(sdk_of(sbx).CommandExitException) as killed:
+        again.wait()
+    assert killed.value.exit_code == -1 and "killed" in (killed.value.error or "")
+    assert killed.value.stdout == "started\n", "Connect replays what ran before it"
+    assert handle.pid not in {p.pid for p in sbx.commands.list()}
+    assert gone(marker)
+    assert sbx.commands.kill(handle.pid + 100) is False
+
+
+def test_output_made_while_nobody_listens_is_replayed_on_connect(sandbox):
+    _, sbx = sandbox
+    handle = sbx.commands.run("read go; echo one; echo two >&2; echo three", background=True, stdin=True)
+    handle.disconnect()
+    sbx.commands.send_stdin(handle.pid, "go\n")
+    result = sbx.commands.connect(handle.pid).wait()
+    assert (result.stdout, result.stderr, result.exit_code) == ("one\nthree\n", "two\n", 0)
+    again = sbx.commands.connect(handle.pid).wait()
+    assert again.stdout == "one\nthree\n", "an ended process stays reachable"
+
+
+def test_send_stdin_and_close_it(sandbox):
+    _, sbx = sandbox
+    handle = sbx.commands.run("read a; echo got-$a; cat", background=True, stdin=True)
+    sbx.commands.send_stdin(handle.pid, "first\n")
+    sbx.commands.send_stdin(handle.pid, b"rest")
+    if isinstance(sbx, e2b.Sandbox):
+        sbx.commands.close_stdin(handle.pid)
+        assert handle.wait().stdout == "got-first\nrest"
+    else:
+        first_output(handle, "rest")
+        assert sbx.commands.kill(handle.pid)
+        with pytest.raises(_standard.CommandExitException) as killed:
+            handle.wait()
+        assert killed.value.stdout == "got-first\nrest"
+
+
+def test_pty_create_send_resize_kill(sandbox):
+    _, sbx = sandbox
+    module = sdk_of(sbx)
+    terminal = sbx.pty.create(module.PtySize(rows=24, cols=80))
+    sbx.pty.send_stdin(terminal.pid, b"echo pty-$((40+2))\n")
+    sbx.pty.resize(terminal.pid, module.PtySize(rows=33, cols=101))
+    sbx.pty.send_stdin(terminal.pid, b"stty size; echo done-$((1+1))\n")
+    seen = b""
+    for _, _, pty in terminal:
+        seen += bytes(pty or b"")
+        if b"done-2" in seen:
+            break
+    assert b"pty-42" in seen and b"33 101" in seen
+    assert terminal.pid in {p.pid for p in sbx.commands.list()}
+    assert sbx.pty.kill(terminal.pid)
+    with pytest.raises(module.CommandExitException):
+        terminal.wait()
+    assert terminal.pid not in {p.pid for p in sbx.commands.list()}
+
+
+def test_async_sdk_commands_and_pty(plane):
+    async def scenario():
+        sbx = await AsyncSandbox.create()
+        result = await sbx.commands.run("echo async-$((20+1))")
+        assert result.stdout == "async-21\n"
+        handle = await sbx.commands.run("sleep 30", background=True)
+        assert handle.pid in {p.pid for p in await sbx.commands.list()}
+        assert await sbx.commands.kill(handle.pid)
+        with pytest.raises(e2b.CommandExitException):
+            await handle.wait()
+        with pytest.raises(e2b.TimeoutException):
+            await sbx.commands.run("sleep 30", timeout=1)
+        data = asyncio.Queue()
+        terminal = await sbx.pty.create(e2b.PtySize(rows=20, cols=70), on_data=data.put_nowait)
+        await sbx.pty.send_stdin(terminal.pid, b"echo tty-$((3*3))\n")
+        seen = b""
+        while b"tty-9" not in seen:
+            seen += bytes(await asyncio.wait_for(data.get(), 10))
+        await sbx.pty.resize(terminal.pid, e2b.PtySize(rows=40, cols=90))
+        assert await sbx.pty.kill(terminal.pid)
+        with pytest.raises(e2b.CommandExitException):
+            await terminal.wait()
+
+    asyncio.run(scenario())
+
+
+def test_protocol_points_recorded_from_a_real_envd(plane):
+    """List's config key is `envs`; pids are counters; unknown pids are 404 not_found;
+    SIGKILL ends a stream with an end event and empties List; Stat of nothing is not_found."""
+    url = plane.listeners["envd"]
+    headers = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+
+    def call(method, body):
+        return httpx.post(f"{url}/{method}", json=body, headers=headers)
+
+    sbx = e2b.Sandbox.create()
+    handle = sbx.commands.run("sleep 30", background=True, envs={"K": "v"})
+    listed = call("process.Process/List", {}).json()["processes"]
+    mine = next(p for p in listed if p["pid"] == handle.pid)
+    assert mine["config"]["envs"] == {"K": "v"} and mine["config"]["cmd"] == "/bin/bash"
+    assert isinstance(mine["pid"], int) and mine["pid"] < 1000
+    refused = call("process.Process/SendInput", {"process": {"pid": 999999}, "input": {"stdin": "eA=="}})
+    assert (refused.status_code, refused.json()["code"]) == (404, "not_found")
+    killed = call("process.Process/SendSignal", {"process": {"pid": handle.pid}, "signal": "SIGNAL_SIGKILL"})
+    assert killed.status_code == 200
+    with pytest.raises(e2b.CommandExitException) as ended:
+        handle.wait()
+    assert (ended.value.exit_code, ended.value.error) == (-1, "signal: killed"), "the stream ended with an end event"
+    assert call("process.Process/List", {}).json() == {}
+    stat = call("filesystem.Filesystem/Stat", {"path": "nothing/here"})
+    assert (stat.status_code, stat.json()["code"]) == (404, "not_found")

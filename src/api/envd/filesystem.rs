@@ -143,7 +143,7 @@ pub struct ListDirResponse {
 }
 
 /// An empty message (`RemoveResponse`, `RemoveWatcherResponse`, ...).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
 
 /// `EventType`.

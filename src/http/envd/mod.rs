@@ -6,6 +6,7 @@
 //! - `filesystem`: `filesystem.Filesystem` on [`crate::envd`] and [`crate::fs`].
 //! - `files`: `GET`/`POST /files`, streamed, with ranges, gzip and signed URLs.
 //! - `plain`: `/health`, `/metrics`, `/envs`, `/init`.
+//! - `process`: `process.Process` on [`crate::envd::processes`].
 //!
 //! Every request but `/health`, `/init` and `/files` (which check their own
 //! credentials) passes [`authenticate`]: the `X-Access-Token` of the server
@@ -18,6 +19,7 @@ pub mod connect;
 mod files;
 mod filesystem;
 mod plain;
+mod process;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -69,6 +71,14 @@ pub fn router(state: EnvdState) -> Router {
         .route(&format!("{fs}/CreateWatcher"), post(filesystem::create_watcher))
         .route(&format!("{fs}/GetWatcherEvents"), post(filesystem::watcher_events))
         .route(&format!("{fs}/RemoveWatcher"), post(filesystem::remove_watcher))
+        .route("/process.Process/Start", post(process::start))
+        .route("/process.Process/Connect", post(process::connect))
+        .route("/process.Process/List", post(process::list))
+        .route("/process.Process/SendInput", post(process::send_input))
+        .route("/process.Process/StreamInput", post(process::stream_input))
+        .route("/process.Process/CloseStdin", post(process::close_stdin))
+        .route("/process.Process/SendSignal", post(process::send_signal))
+        .route("/process.Process/Update", post(process::update))
         .route_layer(from_fn_with_state(state.clone(), authenticate));
     authenticated
         .route("/health", get(|| async { StatusCode::NO_CONTENT }))
