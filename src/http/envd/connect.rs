@@ -180,12 +180,8 @@ fn media_type(headers: &HeaderMap) -> String {
 /// # Errors
 /// `unimplemented` for the binary codec or a compressed body; `invalid_argument` otherwise.
 pub fn check_unary(headers: &HeaderMap) -> Result<(), ConnectError> {
-    match media_type(headers).as_str() {
-        "application/json" | "" => {}
-        "application/proto" => {
-            return Err(ConnectError::new(Code::Unimplemented, "this server speaks the JSON codec only"))
-        }
-        other => return Err(ConnectError::new(Code::InvalidArgument, format!("unsupported content type: {other}"))),
+    if media_type(headers) == "application/proto" {
+        return Err(ConnectError::new(Code::Unimplemented, "this server speaks the JSON codec only"));
     }
     match headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()) {
         None | Some("identity") => Ok(()),
@@ -198,18 +194,35 @@ pub fn check_unary(headers: &HeaderMap) -> Result<(), ConnectError> {
 /// # Errors
 /// As [`check_unary`].
 pub fn check_stream(headers: &HeaderMap) -> Result<(), ConnectError> {
-    match media_type(headers).as_str() {
-        "application/connect+json" => {}
-        "application/connect+proto" => {
-            return Err(ConnectError::new(Code::Unimplemented, "this server speaks the JSON codec only"))
-        }
-        other => return Err(ConnectError::new(Code::InvalidArgument, format!("unsupported content type: {other}"))),
+    if media_type(headers) == "application/connect+proto" {
+        return Err(ConnectError::new(Code::Unimplemented, "this server speaks the JSON codec only"));
     }
     match headers.get("connect-content-encoding").and_then(|v| v.to_str().ok()) {
         None | Some("identity") => Ok(()),
         Some(other) => Err(ConnectError::new(Code::Unimplemented, format!("unsupported content encoding: {other}"))),
     }
 }
+
+/// 415 for a request whose content type is not one of `accepted` (a
+/// streaming type on a unary method or the other way round), as the
+/// protocol answers before any Connect error.
+pub fn media_type_refusal(headers: &HeaderMap, accepted: &[&str]) -> Option<Response> {
+    let media = media_type(headers);
+    if accepted.contains(&media.as_str()) {
+        return None;
+    }
+    let mut response =
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content type: {media}")).into_response();
+    if let Ok(value) = HeaderValue::from_str(&accepted.join(", ")) {
+        response.headers_mut().insert("accept-post", value);
+    }
+    Some(response)
+}
+
+/// Content types of unary calls.
+pub const UNARY_TYPES: [&str; 3] = ["application/json", "application/proto", ""];
+/// Content types of streaming calls.
+pub const STREAM_TYPES: [&str; 2] = ["application/connect+json", "application/connect+proto"];
 
 /// Reads a unary request message.
 ///
@@ -373,6 +386,9 @@ where
     F: FnOnce(Req) -> Fut,
     Fut: std::future::Future<Output = Result<Res, ConnectError>>,
 {
+    if let Some(refusal) = media_type_refusal(headers, &UNARY_TYPES) {
+        return refusal;
+    }
     let result = async {
         check_unary(headers)?;
         let options = CallOptions::from_headers(headers)?;
@@ -405,6 +421,9 @@ where
     F: FnOnce(Req, CallOptions) -> Fut,
     Fut: std::future::Future<Output = Result<S, ConnectError>>,
 {
+    if let Some(refusal) = media_type_refusal(headers, &STREAM_TYPES) {
+        return refusal;
+    }
     let opened = async {
         check_stream(headers)?;
         let options = CallOptions::from_headers(headers)?;

@@ -177,6 +177,9 @@ pub async fn stream_input(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if let Some(refusal) = connect::media_type_refusal(&headers, &connect::STREAM_TYPES) {
+        return refusal;
+    }
     let result = async {
         connect::check_stream(&headers)?;
         let options = CallOptions::from_headers(&headers)?;
