@@ -548,6 +548,7 @@ async fn connect_timeout_ms_bounds_the_lifetime_and_sigkill_empties_list() {
     let (_, _, mut after) = Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": 1}}), &[]).await;
     let (_, _, _, end, _) = drain(&mut after).await;
     assert_eq!(end["status"], "signal: killed", "the lifetime killed it: {end}");
+    assert_eq!(end["error"], "signal: killed: its lifetime (the Connect-Timeout-Ms of its Start, 400 ms) passed");
     let mut running = start(
         &server,
         "sleep 30",

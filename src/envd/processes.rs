@@ -508,12 +508,14 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             None => std::future::pending().await,
         }
     };
+    let mut expired = false;
     let status = match &process.io {
         Io::Pipes { job, output, .. } => {
             let status = tokio::select! {
                 status = job.exited() => status,
                 () = deadline => {
                     tracing::info!(pid = process.pid, "envd process lifetime passed; killing its group");
+                    expired = true;
                     let _ = job.signal_group(Signal::SIGKILL);
                     job.exited().await
                 }
@@ -540,6 +542,8 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             tokio::select! {
                 status = &mut exited => status,
                 () = deadline => {
+                    tracing::info!(pid = process.pid, "envd process lifetime passed; killing it");
+                    expired = true;
                     let _ = process.signal(Signal::SIGKILL);
                     exited.await
                 }
@@ -552,7 +556,16 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
     };
     let _ = process.exited_at.set(Instant::now());
     tracing::info!(pid = process.pid, code = status.code(), "envd process ended");
-    process.end.send_replace(Some(end_event(status)));
+    let mut end = end_event(status);
+    if let (true, Some(limit)) = (expired, lifetime) {
+        // Said plainly, so a later Connect learns why a background command stopped.
+        end.error = Some(format!(
+            "{}: its lifetime (the Connect-Timeout-Ms of its Start, {} ms) passed",
+            end.status,
+            limit.as_millis()
+        ));
+    }
+    process.end.send_replace(Some(end));
 }
 
 /// Forgets exited processes past the retention time or count.
