@@ -145,12 +145,11 @@ pub async fn list(
     .await
 }
 
-async fn send(state: &EnvdState, process: &Process, input: Input) -> Result<(), ConnectError> {
+async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
     match input {
         Input::Stdin(data) => process.write(&data, false).await?,
         Input::Pty(data) => process.write(&data, true).await?,
     }
-    let _ = state;
     Ok(())
 }
 
@@ -164,7 +163,7 @@ pub async fn send_input(
     connect::handle_unary(&headers, body, |req: SendInputRequest| async move {
         state.admit(&caller, "process_stdin")?;
         let process = state.envd.processes.find(&req.process)?;
-        send(&state, &process, req.input).await?;
+        send(&process, req.input).await?;
         Ok(Empty {})
     })
     .await
@@ -195,7 +194,7 @@ pub async fn stream_input(
                     (StreamInputRequest::Start { .. }, Some(_)) => {
                         return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
                     }
-                    (StreamInputRequest::Data { input }, Some(target)) => send(&state, target, input).await?,
+                    (StreamInputRequest::Data { input }, Some(target)) => send(target, input).await?,
                     (StreamInputRequest::Data { .. }, None) => {
                         return Err(ConnectError::new(
                             Code::InvalidArgument,
