@@ -6,6 +6,7 @@
 //!   sets), signed `/files` URLs, and the user a request acts as.
 //! - [`entry`]: envd's `EntryInfo` and listings to a depth.
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
+//! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
 //! - [`watchers`]: `WatchDir` events and the polled watchers of
 //!   `CreateWatcher`/`GetWatcherEvents`, from the inotify watch of [`crate::fs::watch`].
 //!
@@ -15,6 +16,7 @@
 
 pub mod access;
 pub mod entry;
+pub mod events;
 pub mod filesystem;
 pub mod processes;
 pub mod watchers;

@@ -6,6 +6,8 @@
 // Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
 #![allow(clippy::disallowed_methods)]
 
+pub mod envd;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

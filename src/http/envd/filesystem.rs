@@ -10,7 +10,8 @@ use axum::response::Response;
 use axum::Extension;
 use futures_util::StreamExt;
 
-use super::connect::{self, CallOptions, ConnectError, Paced};
+use super::connect::{self, CallOptions, ConnectError};
+use super::pace::{self, Paced};
 use super::{blocking, Caller, EnvdState};
 use crate::api::envd::filesystem::{
     CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
@@ -186,7 +187,7 @@ pub async fn watch_dir(
         });
         let source =
             futures_util::stream::once(async { Paced::Message(WatchDirResponse::Start(Empty {})) }).chain(events);
-        Ok(connect::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})))
+        Ok(pace::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})))
     })
     .await
 }

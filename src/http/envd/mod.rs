@@ -2,7 +2,8 @@
 //! on their own listener (49983 by default) for the `e2b` SDK and
 //! `agent_sandbox._standard`.
 //!
-//! - [`connect`]: the Connect protocol (unary, server and client streams) with the JSON codec.
+//! - [`connect`]: the Connect protocol (unary, server and client streams) with the JSON codec;
+//!   `pace`: keepalives and deadlines of server streams.
 //! - `filesystem`: `filesystem.Filesystem` on [`crate::envd`] and [`crate::fs`].
 //! - `files`: `GET`/`POST /files`, streamed, with ranges, gzip and signed URLs.
 //! - `plain`: `/health`, `/metrics`, `/envs`, `/init`.
@@ -18,6 +19,7 @@
 pub mod connect;
 mod files;
 mod filesystem;
+mod pace;
 mod plain;
 mod process;
 

@@ -14,7 +14,8 @@ use axum::response::Response;
 use axum::Extension;
 use futures_util::StreamExt;
 
-use super::connect::{self, CallOptions, Code, ConnectError, Paced};
+use super::connect::{self, CallOptions, Code, ConnectError};
+use super::pace::{self, Paced};
 use super::{blocking, Caller, EnvdState};
 use crate::api::envd::filesystem::Empty;
 use crate::api::envd::process::{
@@ -55,7 +56,7 @@ fn event_stream(
         ProcessEvent::End(_) => Paced::Last(EventResponse { event }),
         other => Paced::Message(EventResponse { event: other }),
     });
-    connect::paced(source, options, started, || EventResponse { event: ProcessEvent::Keepalive(Empty {}) })
+    pace::paced(source, options, started, || EventResponse { event: ProcessEvent::Keepalive(Empty {}) })
 }
 
 /// `Start`: the process, then its events on this stream.
