@@ -29,6 +29,9 @@
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
 //! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
 //!   idle reaping (no axum).
+//! - [`envd`]: the envd data plane's domain (tokens, users, entries,
+//!   watchers) for the `e2b` SDK's Connect protocol; `http::envd` serves it
+//!   on its own port (no axum in the domain).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`process`]: supervised processes: the reaper, process groups,
@@ -41,6 +44,7 @@ pub mod code;
 pub mod commands;
 pub mod config;
 pub mod endpoints;
+pub mod envd;
 pub mod environment;
 pub mod fs;
 pub mod http;

@@ -7,6 +7,7 @@
 pub mod code;
 pub mod commands;
 pub mod core;
+pub mod envd;
 pub mod error;
 pub mod files;
 pub mod process;

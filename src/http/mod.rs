@@ -8,6 +8,7 @@ mod code;
 pub mod code_port;
 mod commands;
 mod core;
+pub mod envd;
 pub mod error;
 pub mod extract;
 mod files;

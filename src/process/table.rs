@@ -374,7 +374,7 @@ fn stdin_bytes(request: &StdinRequest) -> Result<Vec<u8>, ProcessError> {
 }
 
 /// Copies a child's pipe into its capture until EOF, whether or not anyone reads.
-fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Capture>) {
+pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Capture>) {
     let Some(mut pipe) = fd.and_then(|fd| receiver(fd).ok()) else {
         capture.close_stream();
         return;

@@ -43,6 +43,8 @@ pub struct SpawnedShell {
 pub struct ShellSpec<'a> {
     /// Absolute path of the shell.
     pub shell: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
     /// Its complete environment.
     pub env: &'a BTreeMap<String, String>,
     /// Its working directory, if any.
@@ -76,6 +78,7 @@ pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
 
     let mut command = Command::new(spec.shell);
     command
+        .args(spec.args)
         .env_clear()
         .envs(spec.env)
         .stdin(Stdio::from(slave.try_clone()?))

@@ -6,6 +6,8 @@
 // Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
 #![allow(clippy::disallowed_methods)]
 
+pub mod envd;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -79,6 +81,7 @@ impl ServerBuilder {
             .arg("--base-dir")
             .arg(&base)
             .args(if self.args.iter().any(|a| a == "--code-port") { &[][..] } else { &["--code-port", "0"][..] })
+            .args(if self.args.iter().any(|a| a == "--envd-port") { &[][..] } else { &["--envd-port", "0"][..] })
             .args(&self.args)
             .env_remove("ABX_SERVER_TOKEN")
             .env_remove("ABX_SERVER_ENABLED_GROUPS")
