@@ -90,6 +90,9 @@ impl ServerBuilder {
             .env_remove("ABX_SERVER_POLICY_FILE")
             .env_remove("ABX_SERVER_PRESET")
             .env("RUST_LOG", "debug")
+            // A home of its own, as in a sandbox: shells the tests start must
+            // not run this machine's ~/.bashrc (pyenv's rehash lock can hang them).
+            .env("HOME", dir.path())
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
