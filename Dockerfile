@@ -53,8 +53,8 @@ USER 1000:1000
 WORKDIR /home/user
 ENV HOME=/home/user
 
-# 9000: HTTP API; 9001: PTY WebSocket; 49999: code interpreter (stateful code contexts).
-EXPOSE 9000 9001 49999
+# 9000: HTTP API; 9001: PTY WebSocket; 49983: envd data plane (E2B SDK); 49999: code interpreter.
+EXPOSE 9000 9001 49983 49999
 
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["agent-sandbox-server", "healthcheck", "--port", "9000"]

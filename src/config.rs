@@ -27,6 +27,8 @@ pub const DEFAULT_CONFIG_FILE: &str = "/etc/agent-sandbox/server.toml";
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default code-interpreter port (the code-interpreter protocol's).
 pub const DEFAULT_CODE_PORT: u16 = 49999;
+/// Default envd data-plane port (the envd protocol's).
+pub const DEFAULT_ENVD_PORT: u16 = 49983;
 /// Default bound on live code contexts.
 pub const DEFAULT_CODE_MAX_CONTEXTS: usize = 32;
 /// Default idle lifetime of a code context.
@@ -133,6 +135,9 @@ pub struct ServeArgs {
     /// Code-interpreter port, or `off` [default: 49999].
     #[arg(long, env = "ABX_CODE_PORT", value_name = "PORT|off")]
     pub code_port: Option<PortSetting>,
+    /// envd data-plane port (the E2B SDK's Connect protocol), or `off` [default: 49983].
+    #[arg(long, env = "ABX_ENVD_PORT", value_name = "PORT|off")]
+    pub envd_port: Option<PortSetting>,
     /// Live code contexts at most [default: 32].
     #[arg(long, env = "ABX_CODE_MAX_CONTEXTS", value_name = "N")]
     pub code_max_contexts: Option<usize>,
@@ -191,6 +196,8 @@ pub struct FileConfig {
     pub commands: Vec<CommandSpec>,
     /// Code-interpreter port, or "off".
     pub code_port: Option<PortSetting>,
+    /// envd data-plane port, or "off".
+    pub envd_port: Option<PortSetting>,
     /// Live code contexts at most.
     pub code_max_contexts: Option<usize>,
     /// Idle lifetime of a code context in seconds (0: forever).
@@ -289,6 +296,10 @@ pub struct Config {
     pub code: CodeSettings,
     /// Whether uploads are `fdatasync`ed before they are put in place.
     pub sync_writes: bool,
+    /// envd data-plane port (0 picks a free one); `None` when off.
+    pub envd_port: Option<u16>,
+    /// Whether the envd port was set explicitly (then failing to bind it is fatal).
+    pub envd_port_configured: bool,
 }
 
 /// Settings of code execution.
@@ -376,6 +387,8 @@ impl Config {
             code_port: args.code_port.or(file.code_port).unwrap_or(PortSetting::Port(DEFAULT_CODE_PORT)).port(),
             code,
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
+            envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
+            envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
         })
     }
 
@@ -509,6 +522,7 @@ mod tests {
             "pty_scrollback_bytes",
             "pty_max_sessions",
             "code_port",
+            "envd_port",
             "code_max_contexts",
             "code_idle_timeout_seconds",
             "code_keepalive_seconds",
@@ -571,6 +585,17 @@ mod tests {
         );
         assert!("of".parse::<PortSetting>().is_err());
         assert!(parse_file("code_port = \"on\"").is_err());
+    }
+
+    #[test]
+    fn the_envd_port_defaults_to_49983_and_can_be_off() {
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!((defaults.envd_port, defaults.envd_port_configured), (Some(DEFAULT_ENVD_PORT), false));
+        let off = Config::merge(ServeArgs::default(), parse_file("envd_port = \"off\"").expect("valid"), None);
+        assert_eq!(off.expect("ok").envd_port, None);
+        let args = ServeArgs { envd_port: Some("0".parse().expect("port")), ..ServeArgs::default() };
+        let config = Config::merge(args, parse_file("envd_port = 1234").expect("valid"), None).expect("ok");
+        assert_eq!((config.envd_port, config.envd_port_configured), (Some(0), true));
     }
 
     #[test]

@@ -20,16 +20,22 @@
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
+//! - [`process`]: supervised processes: the reaper that owns every child's
+//!   exit, process groups, `/shell` and background processes.
+//! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
 //! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
 //!   idle reaping (no axum).
+//! - [`envd`]: the envd data plane's domain (tokens, users, entries,
+//!   watchers) for the `e2b` SDK's Connect protocol; `http::envd` serves it
+//!   on its own port (no axum in the domain).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
-//! - Domain modules, filled by later work, never import axum: `process`
-//!   (supervised processes), `code` (code execution).
+//! - [`process`]: supervised processes: the reaper, process groups,
+//!   bounded output capture with cursors (no axum).
 
 pub mod api;
 pub mod cli;
@@ -38,13 +44,16 @@ pub mod code;
 pub mod commands;
 pub mod config;
 pub mod endpoints;
+pub mod envd;
 pub mod environment;
 pub mod fs;
 pub mod http;
 pub mod logging;
 pub mod policy;
+pub mod process;
 pub mod pty;
 pub mod server;
+pub mod sys;
 pub mod system;
 
 /// Version reported by `version` and `/capabilities`.

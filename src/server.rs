@@ -4,8 +4,9 @@
 //! Each listener's bound address is printed to stdout as
 //! `listening <name> http://<addr>` once it accepts connections, so a
 //! supervisor or test started with port 0 learns the real port: `code` (the
-//! code interpreter, unless off) and `pty` (the terminal WebSocket) first,
-//! then `api`, which means the server is ready.
+//! code interpreter, unless off), `envd` (the envd data plane, unless off)
+//! and `pty` (the terminal WebSocket) first, then `api`, which means the
+//! server is ready.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
+use crate::http::envd::EnvdState;
 use crate::http::{self, AppState};
 use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
 use crate::pty::Terminals;
@@ -50,10 +53,13 @@ pub struct Running {
     pub pty_addr: SocketAddr,
     /// Where the code interpreter listens, when it does.
     pub code_addr: Option<SocketAddr>,
+    /// Where the envd data plane listens, when it does.
+    pub envd_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     api: JoinHandle<std::io::Result<()>>,
     pty: JoinHandle<std::io::Result<()>>,
     code: Option<JoinHandle<std::io::Result<()>>>,
+    envd: Option<JoinHandle<std::io::Result<()>>>,
     terminals: Arc<Terminals>,
     interpreter: Arc<CodeInterpreter>,
 }
@@ -69,8 +75,17 @@ impl Running {
     /// in-flight requests finish within the grace, and waits.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        tokio::join!(self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE), self.interpreter.shutdown(CODE_SHUTDOWN_GRACE));
-        let listeners = [("API", self.api), ("PTY", self.pty)].into_iter().chain(self.code.map(|code| ("code", code)));
+        // Children are signalled while requests drain, so runs waiting on them end now.
+        let children = crate::process::supervisor().terminate_all(crate::process::run::KILL_GRACE);
+        tokio::join!(
+            self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
+            self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),
+            children
+        );
+        let listeners = [("API", self.api), ("PTY", self.pty)]
+            .into_iter()
+            .chain(self.code.map(|code| ("code", code)))
+            .chain(self.envd.map(|envd| ("envd", envd)));
         for (name, task) in listeners {
             match task.await {
                 Ok(Ok(())) => {}
@@ -131,6 +146,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => {}
     }
+    // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
+    crate::process::supervisor();
+    crate::process::reaper::protect_daemon_from_oom();
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
@@ -160,13 +178,17 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
+    let (envd_addr, envd) = match start_envd(config, &state, &shutdown).await? {
+        Some((addr, task)) => (Some(addr), Some(task)),
+        None => (None, None),
+    };
     let pty_router = http::pty::router(state.clone());
     let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
     announce("pty", pty_addr);
     let router = http::router(state);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, pty_addr, code_addr, shutdown, api, pty, code, terminals, interpreter })
+    Ok(Running { api_addr, pty_addr, code_addr, envd_addr, shutdown, api, pty, code, envd, terminals, interpreter })
 }
 
 type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
@@ -196,6 +218,35 @@ async fn start_code(
         CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
     let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
     announce("code", addr);
+    Ok(Some((addr, task)))
+}
+
+/// Starts the envd listener, unless it is off. A default port that is
+/// taken is logged and skipped (a real envd may own it); a configured one
+/// must be bound.
+async fn start_envd(
+    config: &Config,
+    state: &AppState,
+    shutdown: &CancellationToken,
+) -> Result<Option<Listener>, StartError> {
+    let Some(port) = config.envd_port else { return Ok(None) };
+    let listener = match bind(&config.host, port).await {
+        Ok(listener) => listener,
+        Err(StartError::Bind { addr, source })
+            if !config.envd_port_configured && source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            tracing::warn!(%addr, "the envd port is taken; serving without the envd data plane");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let server_token = std::env::var(policy::TOKEN_ENV).ok();
+    let scrollback = config.terminals.scrollback_bytes;
+    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let router = http::envd::router(EnvdState { app: state.clone(), envd });
+    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    announce("envd", addr);
     Ok(Some((addr, task)))
 }
 

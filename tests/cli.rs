@@ -1,5 +1,8 @@
 //! The `abx` companion CLI, driven as a user would.
 
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::{Command, Output};

@@ -2,6 +2,8 @@
 //! declared in a config file, listed and run with the reference's argument
 //! coercion, errors and statuses, and the `abx commands`/`abx run` verbs.
 
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
+
 mod common;
 
 use std::process::Command;

@@ -1,5 +1,8 @@
 //! Black-box tests of the core group, auth, errors and lifecycle, against the real binary.
 
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;

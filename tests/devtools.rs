@@ -1,6 +1,8 @@
 //! Black-box tests of the dev_tools group on the API port: `POST /code/run`,
 //! `GET /git/status` and `GET /git/diff`.
 
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
+
 mod common;
 
 use std::path::Path;

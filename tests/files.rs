@@ -3,6 +3,8 @@
 //! uploads (connections cut mid-body, the server killed), archives, search
 //! and inotify watches.
 
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
+
 mod common;
 
 use std::io::{Read, Write};

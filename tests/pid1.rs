@@ -9,6 +9,9 @@
 //! build. The reaping and child-stopping checks need the process endpoints;
 //! while they answer 501 those tests print why and return.
 
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -2,6 +2,8 @@
 //! identities and scopes, denials and their bodies, rate and concurrency
 //! limits under parallel load, audit lines, and `check-config`.
 
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! exit codes, re-attach with scrollback), limits, idle reaping, shutdown,
 //! and `abx shell`.
 
+#![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
+
 mod common;
 
 use std::collections::BTreeMap;

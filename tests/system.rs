@@ -1,6 +1,9 @@
 //! Black-box tests of the system group against the real binary: info,
 //! metrics, env, ports, packages, and the `abx` verbs over them.
 
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::Command;

@@ -5,6 +5,9 @@
 //! and a policy file (issue 6); while this build refuses those features with
 //! its "not supported" errors, the tests print why and return.
 
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -7,8 +7,10 @@
 pub mod code;
 pub mod commands;
 pub mod core;
+pub mod envd;
 pub mod error;
 pub mod files;
+pub mod process;
 pub mod pty;
 pub mod system;
 

@@ -8,7 +8,9 @@ mod code;
 mod commands;
 mod error;
 pub mod files;
+mod process;
 mod pty;
+pub mod sse;
 mod system;
 
 use std::time::Duration;

@@ -7,11 +7,8 @@
 //! environment, never the server's secrets) and, for interpreters, two more
 //! pipes at descriptors 3 (commands in) and 4 (events out).
 //!
-//! Exit is learnt from one notification ([`Spawned::exited`]); today a task
-//! performs the single `wait` on the child. When a process-wide reaper owns
-//! `waitpid(-1)`, only [`spawn`] changes: it asks the supervisor to start
-//! the child with the same descriptors and group, and feeds the same
-//! notification from the supervisor's exit report.
+//! Children are spawned, reaped and signalled through the process
+//! supervisor; their exit is learnt from its report.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -22,9 +19,9 @@ use std::process::Stdio;
 
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
-use tokio::sync::watch;
+use nix::sys::signal::Signal;
+
+use crate::process::{supervisor, ExitStatus, Job, SpawnOptions};
 
 use super::pipe::{PipeReader, PipeWriter};
 
@@ -65,13 +62,13 @@ impl ExitInfo {
             ExitInfo::Signal(s) => -s,
         }
     }
+}
 
-    fn from_status(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => ExitInfo::Code(code),
-            (None, Some(signal)) => ExitInfo::Signal(signal),
-            (None, None) => ExitInfo::Code(-1),
+impl From<ExitStatus> for ExitInfo {
+    fn from(status: ExitStatus) -> Self {
+        match status {
+            ExitStatus::Exited(code) => ExitInfo::Code(code),
+            ExitStatus::Signaled(signal) => ExitInfo::Signal(signal),
         }
     }
 }
@@ -113,36 +110,33 @@ pub struct Spawned {
 /// A started child process; dropping it kills its process group unless it has exited.
 #[derive(Debug)]
 pub struct Process {
-    pid: Pid,
-    exit: watch::Receiver<Option<ExitInfo>>,
+    job: Job,
 }
 
 impl Process {
     /// The child's pid, which is also its process group id.
     pub fn pid(&self) -> i32 {
-        self.pid.as_raw()
+        self.job.pid()
     }
 
     /// Sends `signal` to the child's whole process group, unless it has exited.
     pub fn signal_group(&self, signal: Signal) {
-        if self.exit.borrow().is_some() {
+        if self.job.status().is_some() {
             return;
         }
-        if let Err(e) = killpg(self.pid, signal) {
-            if e != nix::errno::Errno::ESRCH {
-                tracing::warn!(pid = self.pid.as_raw(), %signal, error = %e, "cannot signal a process group");
-            }
+        if let Err(crate::process::reaper::SignalError::Os(e)) = self.job.signal_group(signal) {
+            tracing::warn!(pid = self.job.pid(), %signal, error = %e, "cannot signal a process group");
         }
     }
 
     /// A handle that resolves when the child exits (cloneable, cancel-safe).
     pub fn exit_watch(&self) -> ExitWatch {
-        ExitWatch(self.exit.clone())
+        ExitWatch(self.job.clone())
     }
 
     /// How the child ended, if it has.
     pub fn exit_info(&self) -> Option<ExitInfo> {
-        *self.exit.borrow()
+        self.job.status().map(ExitInfo::from)
     }
 }
 
@@ -155,16 +149,12 @@ impl Drop for Process {
 
 /// Resolves when a child exits.
 #[derive(Debug, Clone)]
-pub struct ExitWatch(watch::Receiver<Option<ExitInfo>>);
+pub struct ExitWatch(Job);
 
 impl ExitWatch {
     /// Waits for the exit; cancel-safe.
     pub async fn exited(&mut self) -> ExitInfo {
-        match self.0.wait_for(Option::is_some).await {
-            Ok(info) => (*info).unwrap_or(ExitInfo::Code(-1)),
-            // The waiter is gone without a status: the runtime is shutting down.
-            Err(_) => ExitInfo::Code(-1),
-        }
+        self.0.exited().await.into()
     }
 }
 
@@ -180,7 +170,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 pub fn spawn(spec: SpawnSpec) -> io::Result<Spawned> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let mut command = tokio::process::Command::new(&spec.program);
+    let mut command = std::process::Command::new(&spec.program);
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -188,9 +178,7 @@ pub fn spawn(spec: SpawnSpec) -> io::Result<Spawned> {
         .envs(&spec.env)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_w))
-        .stderr(Stdio::from(err_w))
-        .process_group(0)
-        .kill_on_drop(true);
+        .stderr(Stdio::from(err_w));
     let parent_ends = if spec.channels {
         let (control_r, control_w) = pipe()?;
         let (events_r, events_w) = pipe()?;
@@ -204,36 +192,17 @@ pub fn spawn(spec: SpawnSpec) -> io::Result<Spawned> {
     } else {
         None
     };
-    let child = command.spawn();
-    // The command holds the child's ends of every pipe: close them here, so
-    // the pipes report end of file when the child and its descendants are gone.
-    drop(command);
-    let mut child = child?;
-    let pid =
-        child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw).ok_or_else(|| io::Error::other("no pid"))?;
-    let (tx, exit) = watch::channel(None);
-    tokio::spawn(async move {
-        let info = match child.wait().await {
-            Ok(status) => ExitInfo::from_status(status),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot wait for a child");
-                ExitInfo::Code(-1)
-            }
-        };
-        let _ = tx.send(Some(info));
-    });
+    // The supervisor consumes the command, closing the child's ends of every
+    // pipe here, so the pipes report end of file when the child and its
+    // descendants are gone.
+    let job = supervisor().spawn(command, SpawnOptions::default())?.job;
     let channels = match parent_ends {
         Some((control, events)) => {
             Some(Channels { control: PipeWriter::new(control)?, events: PipeReader::new(events)? })
         }
         None => None,
     };
-    Ok(Spawned {
-        process: Process { pid, exit },
-        stdout: PipeReader::new(out_r)?,
-        stderr: PipeReader::new(err_r)?,
-        channels,
-    })
+    Ok(Spawned { process: Process { job }, stdout: PipeReader::new(out_r)?, stderr: PipeReader::new(err_r)?, channels })
 }
 
 #[cfg(test)]

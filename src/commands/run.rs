@@ -4,32 +4,25 @@
 //! wall-clock limit, and the whole group killed on overrun or when the
 //! caller goes away.
 //!
-//! It uses `tokio::process` for now; when the process supervisor lands,
-//! [`spawn`] is the only function to switch over (its exit watch replaces
-//! the `wait` below).
+//! The program is spawned and reaped through the process supervisor.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+
+use crate::process::{receiver, supervisor, Job, SpawnOptions};
 
 /// Bytes of standard error kept (the end of it).
 pub const STDERR_TAIL: usize = 8 * 1024;
 
-/// How a program ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It called `exit` with this code.
-    Exited(i32),
-    /// A signal killed it.
-    Signaled(i32),
-}
+/// How a program ended: the supervisor's exit status.
+pub use crate::process::ExitStatus as Exit;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -76,20 +69,17 @@ pub enum RunError {
     Io(#[from] io::Error),
 }
 
-type ExitFuture = Pin<Box<dyn std::future::Future<Output = io::Result<Exit>> + Send>>;
-
 /// A started program.
 struct Spawned {
-    pgid: Pid,
-    stdin: Option<tokio::process::ChildStdin>,
-    stdout: tokio::process::ChildStdout,
-    stderr: tokio::process::ChildStderr,
-    exit: ExitFuture,
+    job: Job,
+    stdin: Option<pipe::Sender>,
+    stdout: pipe::Receiver,
+    stderr: pipe::Receiver,
 }
 
-/// Starts `invocation`'s program in its own process group with piped stdio.
+/// Starts `invocation`'s program through the supervisor (its own process
+/// group, reaped by the daemon's reaper) with piped stdio.
 fn spawn(invocation: &Invocation) -> io::Result<Spawned> {
-    use std::os::unix::process::CommandExt;
     let (program, args) = invocation.argv.split_first().ok_or_else(|| io::Error::other("empty argv"))?;
     let mut command = std::process::Command::new(program);
     command
@@ -98,36 +88,25 @@ fn spawn(invocation: &Invocation) -> io::Result<Spawned> {
         .envs(&invocation.env)
         .stdin(if invocation.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }
-    let mut child = tokio::process::Command::from(command).kill_on_drop(false).spawn()?;
-    let pid = child.id().and_then(|id| i32::try_from(id).ok()).ok_or_else(|| io::Error::other("no pid"))?;
+    let spawned = supervisor().spawn(command, SpawnOptions::default())?;
     let missing = || io::Error::other("a pipe is missing");
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take().ok_or_else(missing)?;
-    let stderr = child.stderr.take().ok_or_else(missing)?;
-    let exit = Box::pin(async move {
-        use std::os::unix::process::ExitStatusExt;
-        let status = child.wait().await?;
-        Ok(match (status.code(), status.signal()) {
-            (Some(code), _) => Exit::Exited(code),
-            (None, Some(signal)) => Exit::Signaled(signal),
-            (None, None) => Exit::Exited(-1),
-        })
-    });
-    Ok(Spawned { pgid: Pid::from_raw(pid), stdin, stdout, stderr, exit })
+    let stdin = spawned.stdin.map(|p| pipe::Sender::from_owned_fd(p.into())).transpose()?;
+    let stdout = receiver(spawned.stdout.ok_or_else(missing)?)?;
+    let stderr = receiver(spawned.stderr.ok_or_else(missing)?)?;
+    Ok(Spawned { job: spawned.job, stdin, stdout, stderr })
 }
 
 /// Kills a process group when dropped, unless disarmed after a clean exit.
-struct GroupGuard(Option<Pid>);
+struct GroupGuard(Option<Job>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(group) = self.0.take() {
-            let _ = killpg(group, Signal::SIGKILL);
+        if let Some(job) = self.0.take() {
+            let _ = job.signal_group(Signal::SIGKILL);
         }
     }
 }
@@ -142,8 +121,8 @@ pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
         io::ErrorKind::NotFound => RunError::NotFound(e),
         _ => RunError::Io(e),
     })?;
-    let mut guard = GroupGuard(Some(spawned.pgid));
-    let Spawned { stdin, stdout, stderr, exit, .. } = spawned;
+    let mut guard = GroupGuard(Some(spawned.job.clone()));
+    let Spawned { job, stdin, stdout, stderr } = spawned;
     let input = invocation.stdin.unwrap_or_default();
     let feed = async move {
         if let Some(mut pipe) = stdin {
@@ -155,13 +134,13 @@ pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
     let max = invocation.max_output;
     let finish = async move {
         let (stdout, stderr_tail, ()) = tokio::try_join!(read_bounded(stdout, max), read_tail(stderr), feed)?;
-        let exit = exit.await?;
+        let exit = job.exited().await;
         Ok::<Finished, RunError>(Finished { exit, stdout, stderr_tail })
     };
     let finished = tokio::time::timeout(invocation.timeout, finish).await.map_err(|_| RunError::Timeout)??;
     // The leader is reaped; whatever it left behind in its group goes too.
-    if let Some(group) = guard.0.take() {
-        let _ = killpg(group, Signal::SIGKILL);
+    if let Some(job) = guard.0.take() {
+        let _ = job.signal_group(Signal::SIGKILL);
     }
     Ok(finished)
 }

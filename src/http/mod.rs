@@ -8,12 +8,14 @@ mod code;
 pub mod code_port;
 mod commands;
 mod core;
+pub mod envd;
 pub mod error;
 pub mod extract;
 mod files;
 mod files_json;
 mod files_transfer;
 mod pipeline;
+mod process;
 pub mod pty;
 mod pty_ws;
 pub mod routes;
@@ -54,6 +56,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
+    /// Background processes and the process limits of the exec endpoints.
+    pub processes: crate::process::Processes,
     /// System information state (CPU sampler, cgroup location, caches).
     pub system: Arc<System>,
     /// Upload state: resumable sessions and swept directories.
@@ -81,6 +85,7 @@ impl AppState {
             engine,
             shutdown,
             env,
+            processes: crate::process::Processes::new(),
             system: Arc::new(System::new()),
             files,
             terminals,

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{code, commands, core, files, files_json, files_transfer, pty, system, AppState};
+use super::{code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -17,6 +17,14 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "health" => bind(endpoint, core::health),
         "capabilities" => bind(endpoint, core::capabilities),
         "capabilities_check" => bind(endpoint, core::check),
+        "shell" => bind(endpoint, process::shell),
+        "shell_stream" => bind(endpoint, process::shell_stream),
+        "process_start" => bind(endpoint, process::start),
+        "process_list" => bind(endpoint, process::list),
+        "process_detail" => bind(endpoint, process::detail),
+        "process_signal" => bind(endpoint, process::signal),
+        "process_stdin" => bind(endpoint, process::stdin),
+        "process_output" => bind(endpoint, process::output),
         "system_info" => bind(endpoint, system::info),
         "system_metrics" => bind(endpoint, system::metrics),
         "env_get" => bind(endpoint, system::env_get),

@@ -17,6 +17,7 @@ mod deny;
 mod discovery;
 pub mod document;
 mod grant;
+pub mod guards;
 mod identity;
 mod limiter;
 mod lint;

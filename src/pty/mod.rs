@@ -16,7 +16,6 @@ pub mod request;
 pub mod scrollback;
 pub mod session;
 pub mod spawn;
-mod sys;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -204,7 +203,8 @@ impl Terminals {
         let shell = request.shell.clone();
         let (cols, rows) = (request.cols, request.rows);
         let spawned = tokio::task::spawn_blocking(move || {
-            let spec = spawn::ShellSpec { shell: &request.shell, env: &env, cwd: cwd.as_deref(), cols, rows };
+            let spec =
+                spawn::ShellSpec { shell: &request.shell, args: &[], env: &env, cwd: cwd.as_deref(), cols, rows };
             spawn::spawn_shell(&spec)
         })
         .await

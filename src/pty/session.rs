@@ -97,7 +97,7 @@ impl Session {
         size: (u16, u16),
         scrollback: usize,
     ) -> io::Result<Arc<Session>> {
-        let master = super::sys::register_master(spawned.master)?;
+        let master = crate::sys::register_master(spawned.master)?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let session = Arc::new(Session {
             id,
@@ -213,11 +213,21 @@ impl Session {
 
     /// Attaches a reader that starts with the whole kept history.
     pub fn attach(self: &Arc<Self>) -> Attachment {
+        self.attach_with(true)
+    }
+
+    /// Attaches a reader that never holds the shell back: when it falls
+    /// behind the scrollback it skips what was overwritten instead.
+    pub fn attach_lossy(self: &Arc<Self>) -> Attachment {
+        self.attach_with(false)
+    }
+
+    fn attach_with(self: &Arc<Self>, holds: bool) -> Attachment {
         let mut output = locked(&self.output);
         let id = output.next_cursor;
         output.next_cursor += 1;
         let start = output.ring.start();
-        output.cursors.insert(id, Cursor { offset: start, holds: true });
+        output.cursors.insert(id, Cursor { offset: start, holds });
         drop(output);
         {
             let mut state = locked(&self.state);
@@ -235,6 +245,7 @@ impl Session {
             data: self.data.subscribe(),
             exit: self.exit.subscribe(),
             done: false,
+            holds,
         }
     }
 
@@ -355,6 +366,7 @@ pub struct Attachment {
     data: watch::Receiver<u64>,
     exit: watch::Receiver<Option<ShellExit>>,
     done: bool,
+    holds: bool,
 }
 
 impl Attachment {
@@ -374,7 +386,7 @@ impl Attachment {
                 let chunk = output.ring.read(offset, CHUNK);
                 if let Some(cursor) = output.cursors.get_mut(&self.id) {
                     cursor.offset = chunk.next;
-                    cursor.holds = true;
+                    cursor.holds = self.holds;
                 }
                 chunk
             };

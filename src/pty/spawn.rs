@@ -4,9 +4,8 @@
 //!
 //! Both ends are opened close-on-exec, so no other child the daemon starts
 //! meanwhile inherits them (a stray slave would keep the terminal open
-//! after the shell exits). Today the exit comes from `tokio::process`; when
-//! the process supervisor lands, [`spawn_shell`] is the only function to
-//! switch over to it (its exit watch replaces the `wait` below).
+//! after the shell exits). The shell is spawned, reaped and signalled
+//! through the process supervisor like every other child.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -19,34 +18,12 @@ use std::pin::Pin;
 use std::process::{Command, Stdio};
 
 use rustix::pty::OpenptFlags;
+
+use crate::process::{supervisor, SpawnOptions};
 use rustix::termios::Winsize;
 
-/// How a shell ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShellExit {
-    /// It called `exit` with this code.
-    Exited(i32),
-    /// A signal killed it.
-    Signaled(i32),
-}
-
-impl ShellExit {
-    /// The exit code, or minus the signal number (the reference's convention for processes).
-    pub fn code(self) -> i32 {
-        match self {
-            ShellExit::Exited(code) => code,
-            ShellExit::Signaled(signal) => -signal,
-        }
-    }
-
-    /// The signal that killed it, if one did.
-    pub fn signal(self) -> Option<i32> {
-        match self {
-            ShellExit::Exited(_) => None,
-            ShellExit::Signaled(signal) => Some(signal),
-        }
-    }
-}
+/// How a shell ended: the supervisor's exit status.
+pub use crate::process::ExitStatus as ShellExit;
 
 /// Resolves when the shell has exited (and was reaped).
 pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ShellExit> + Send>>;
@@ -66,6 +43,8 @@ pub struct SpawnedShell {
 pub struct ShellSpec<'a> {
     /// Absolute path of the shell.
     pub shell: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
     /// Its complete environment.
     pub env: &'a BTreeMap<String, String>,
     /// Its working directory, if any.
@@ -99,6 +78,7 @@ pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
 
     let mut command = Command::new(spec.shell);
     command
+        .args(spec.args)
         .env_clear()
         .envs(spec.env)
         .stdin(Stdio::from(slave.try_clone()?))
@@ -107,23 +87,11 @@ pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    super::sys::own_session_with_controlling_terminal(&mut command);
-    let mut child = tokio::process::Command::from(command).kill_on_drop(false).spawn()?;
+    let options = SpawnOptions { new_session: true, controlling_terminal: true, ..SpawnOptions::default() };
+    let spawned = supervisor().spawn(command, options)?;
     // The command (and its copies of the slave) is gone: only the shell holds the slave now.
-    let pid = child.id().and_then(|id| i32::try_from(id).ok()).ok_or_else(|| io::Error::other("shell has no pid"))?;
-    let exit = Box::pin(async move {
-        use std::os::unix::process::ExitStatusExt;
-        match child.wait().await {
-            Ok(status) => match (status.code(), status.signal()) {
-                (Some(code), _) => ShellExit::Exited(code),
-                (None, Some(signal)) => ShellExit::Signaled(signal),
-                (None, None) => ShellExit::Exited(-1),
-            },
-            Err(e) => {
-                tracing::error!(error = %e, "cannot wait for a terminal's shell");
-                ShellExit::Exited(-1)
-            }
-        }
-    });
+    let pid = spawned.job.pid();
+    let job = spawned.job;
+    let exit = Box::pin(async move { job.exited().await });
     Ok(SpawnedShell { pid, master, exit })
 }

@@ -2,18 +2,18 @@
 //! package managers): bounded in time and output, in their own process
 //! group, killed with that group when they overrun or the request goes away.
 //!
-//! It uses `tokio::process` directly for now; when the process supervisor
-//! (one reaper owning `waitpid`) lands, [`run`] is the only function to
-//! switch over to it.
+//! It spawns through the process supervisor (`process::reaper`), which owns
+//! every child's exit status.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
+
+use crate::process::run::KillOnDrop;
+use crate::process::{receiver, supervisor, SpawnOptions};
 
 /// What a finished program left.
 #[derive(Debug)]
@@ -41,15 +41,12 @@ pub enum RunError {
     Io(#[from] std::io::Error),
 }
 
-/// Kills a process group when dropped, unless disarmed after a clean exit.
-struct GroupGuard(Option<Pid>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(group) = self.0.take() {
-            // The leader is not reaped yet (its zombie keeps the id), so the group id is still ours.
-            let _ = killpg(group, Signal::SIGKILL);
-        }
+/// The wait status std reports for a supervisor's exit status.
+fn std_status(status: crate::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        crate::process::ExitStatus::Exited(code) => ExitStatus::from_raw((code & 0xff) << 8),
+        crate::process::ExitStatus::Signaled(signal) => ExitStatus::from_raw(signal & 0x7f),
     }
 }
 
@@ -58,7 +55,7 @@ impl Drop for GroupGuard {
 ///
 /// # Errors
 /// [`RunError::NotFound`] when there is no such program, [`RunError::Timeout`]
-/// and [`RunError::TooMuchOutput`] after killing its process group.
+/// and [`RunError::TooMuchOutput`] after terminating its process group.
 pub async fn run(
     program: &str,
     args: &[&str],
@@ -67,7 +64,7 @@ pub async fn run(
     timeout: Duration,
     max_output: usize,
 ) -> Result<Ran, RunError> {
-    let mut command = tokio::process::Command::new(program);
+    let mut command = std::process::Command::new(program);
     command
         .args(args)
         .env_clear()
@@ -75,26 +72,27 @@ pub async fn run(
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| match e.kind() {
+        .stderr(Stdio::null());
+    let spawned = supervisor().spawn(command, SpawnOptions::default()).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => RunError::NotFound,
         _ => RunError::Io(e),
     })?;
-    let mut guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw));
-    let mut stdout = child.stdout.take().ok_or_else(|| RunError::Io(std::io::Error::other("no stdout pipe")))?;
+    // Terminates the whole group unless the program finished within its limits.
+    let mut guard = KillOnDrop::new(spawned.job.clone());
+    let stdout = spawned.stdout.ok_or_else(|| RunError::Io(std::io::Error::other("no stdout pipe")))?;
+    let mut stdout = receiver(stdout)?;
+    let job = spawned.job;
     let finish = async {
         let mut buffer = Vec::new();
         (&mut stdout).take(max_output as u64 + 1).read_to_end(&mut buffer).await?;
         if buffer.len() > max_output {
             return Err(RunError::TooMuchOutput(max_output));
         }
-        let status = child.wait().await?;
+        let status = std_status(job.exited().await);
         Ok(Ran { status, stdout: buffer })
     };
     let ran = tokio::time::timeout(timeout, finish).await.map_err(|_| RunError::Timeout)??;
-    guard.0 = None;
+    guard.disarm();
     Ok(ran)
 }
 

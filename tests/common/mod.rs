@@ -3,6 +3,10 @@
 //! and stop it (by PID) when the test ends.
 
 #![allow(dead_code)]
+// Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
+#![allow(clippy::disallowed_methods)]
+
+pub mod envd;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -77,6 +81,7 @@ impl ServerBuilder {
             .arg("--base-dir")
             .arg(&base)
             .args(if self.args.iter().any(|a| a == "--code-port") { &[][..] } else { &["--code-port", "0"][..] })
+            .args(if self.args.iter().any(|a| a == "--envd-port") { &[][..] } else { &["--envd-port", "0"][..] })
             .args(&self.args)
             .env_remove("ABX_SERVER_TOKEN")
             .env_remove("ABX_SERVER_ENABLED_GROUPS")
@@ -85,6 +90,9 @@ impl ServerBuilder {
             .env_remove("ABX_SERVER_POLICY_FILE")
             .env_remove("ABX_SERVER_PRESET")
             .env("RUST_LOG", "debug")
+            // A home of its own, as in a sandbox: shells the tests start must
+            // not run this machine's ~/.bashrc (pyenv's rehash lock can hang them).
+            .env("HOME", dir.path())
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -58,12 +58,16 @@ def start_server(tmp_path: Path, *, token: str | None = TOKEN, args=(), env=None
     log_path = tmp_path / "server.log"
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("ABX_")}
     child_env["RUST_LOG"] = "debug"
+    # A home of its own, as in a sandbox: terminals must not run this
+    # machine's ~/.bashrc (pyenv's rehash lock can hang an interactive bash).
+    child_env["HOME"] = str(tmp_path)
     if token is not None:
         child_env["ABX_SERVER_TOKEN"] = token
     child_env.update(env or {})
     code_port = [] if "--code-port" in args else ["--code-port", "0"]
+    envd_port = [] if "--envd-port" in args else ["--envd-port", "0"]
     command = [
-        BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--pty-port", "0", *code_port,
+        BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--pty-port", "0", *code_port, *envd_port,
         "--base-dir", str(base), *args,
     ]
     with open(log_path, "wb") as log:

@@ -10,6 +10,7 @@ mod code;
 mod commands;
 mod core;
 mod files;
+mod process;
 mod pty;
 mod system;
 
@@ -40,6 +41,9 @@ pub enum ClientCommand {
     /// Health and discovery.
     #[command(flatten)]
     Core(core::CoreCommand),
+    /// Processes.
+    #[command(flatten)]
+    Process(process::ProcessCommand),
     /// System information, environment, ports and packages.
     #[command(flatten)]
     System(system::SystemCommand),
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
         let client = Client::builder(&cli.url).token(cli.token.clone()).build()?;
         match cli.command {
             ClientCommand::Core(command) => core::run(&client, command).await,
+            ClientCommand::Process(command) => process::run(&client, command).await,
             ClientCommand::System(command) => system::run(&client, command).await,
             ClientCommand::Files(command) => files::run(&client, command).await,
             ClientCommand::Pty(command) => pty::run(&client, command).await,

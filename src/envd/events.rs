@@ -1,0 +1,132 @@
+//! The event streams of a process, as `Start` and `Connect` send them:
+//! `start`, the output still held, live output, then `end`, with exits
+//! described as envd (Go's `ProcessState`) describes them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+
+use crate::api::envd::process::{EndEvent, Output, ProcessEvent};
+use crate::process::output::{Capture, Stream as Pipe};
+use crate::process::ExitStatus;
+use crate::pty::{ShellExit, Update};
+
+/// The end event of an exit, as envd (Go's `ProcessState`) reports it.
+pub fn end_event(status: ExitStatus) -> EndEvent {
+    match status {
+        ExitStatus::Exited(code) => EndEvent {
+            exit_code: code,
+            exited: true,
+            status: format!("exit status {code}"),
+            error: (code != 0).then(|| format!("exit status {code}")),
+        },
+        ExitStatus::Signaled(signal) => {
+            let text = format!("signal: {}", signal_name(signal));
+            EndEvent { exit_code: -1, exited: false, status: text.clone(), error: Some(text) }
+        }
+    }
+}
+
+/// Go's name of a signal (`killed`, `terminated`, ...).
+fn signal_name(signal: i32) -> String {
+    let name = match Signal::try_from(signal) {
+        Ok(Signal::SIGKILL) => "killed",
+        Ok(Signal::SIGTERM) => "terminated",
+        Ok(Signal::SIGINT) => "interrupt",
+        Ok(Signal::SIGHUP) => "hangup",
+        Ok(Signal::SIGQUIT) => "quit",
+        Ok(Signal::SIGABRT) => "aborted",
+        Ok(Signal::SIGSEGV) => "segmentation fault",
+        Ok(Signal::SIGPIPE) => "broken pipe",
+        Ok(Signal::SIGBUS) => "bus error",
+        Ok(Signal::SIGFPE) => "floating point exception",
+        Ok(Signal::SIGUSR1) => "user defined signal 1",
+        Ok(Signal::SIGUSR2) => "user defined signal 2",
+        Ok(Signal::SIGALRM) => "alarm clock",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
+
+/// A terminal shell's exit as a process exit.
+pub fn from_shell(exit: ShellExit) -> ExitStatus {
+    match exit {
+        ShellExit::Exited(code) => ExitStatus::Exited(code),
+        ShellExit::Signaled(signal) => ExitStatus::Signaled(signal),
+    }
+}
+
+/// Output from the capture, from its oldest held event, then the end.
+pub fn pipe_events(output: Arc<Capture>, end: watch::Receiver<Option<EndEvent>>) -> impl Stream<Item = ProcessEvent> {
+    let state = (output, end, 0u64, VecDeque::new(), false);
+    futures_util::stream::unfold(state, |(output, mut end, mut cursor, mut pending, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            if let Some(event) = pending.pop_front() {
+                return Some((event, (output, end, cursor, pending, false)));
+            }
+            let finished = end.borrow_and_update().clone();
+            let read = output.read(cursor);
+            cursor = read.next;
+            pending.extend(read.events.into_iter().map(|e| {
+                let bytes = e.bytes.to_vec();
+                ProcessEvent::Data(match e.stream {
+                    Pipe::Stdout => Output::Stdout(bytes),
+                    Pipe::Stderr => Output::Stderr(bytes),
+                })
+            }));
+            if !pending.is_empty() {
+                continue;
+            }
+            if let Some(event) = finished {
+                return Some((ProcessEvent::End(event), (output, end, cursor, pending, true)));
+            }
+            if output.position().1 {
+                tokio::select! {
+                    () = output.wait_beyond(cursor) => {}
+                    _ = end.changed() => {}
+                }
+            } else if end.changed().await.is_err() {
+                // The output is complete and the end will never come (the registry is gone).
+                return None;
+            }
+        }
+    })
+}
+
+/// A terminal's scrollback, then live output, then the end.
+pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item = ProcessEvent> {
+    futures_util::stream::unfold(Some(attachment), |attachment| async move {
+        let mut attachment = attachment?;
+        loop {
+            match attachment.next().await {
+                Update::Output { text, .. } if text.is_empty() => {}
+                Update::Output { text, .. } => {
+                    return Some((ProcessEvent::Data(Output::Pty(text.into_bytes())), Some(attachment)))
+                }
+                Update::Exited(exit) => return Some((ProcessEvent::End(end_event(from_shell(exit))), None)),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exits_read_like_go_process_states() {
+        let ok = end_event(ExitStatus::Exited(0));
+        assert_eq!((ok.exit_code, ok.exited, ok.status.as_str(), ok.error), (0, true, "exit status 0", None));
+        let failed = end_event(ExitStatus::Exited(3));
+        assert_eq!(failed.error.as_deref(), Some("exit status 3"));
+        let killed = end_event(ExitStatus::Signaled(9));
+        assert_eq!((killed.exit_code, killed.exited, killed.status.as_str()), (-1, false, "signal: killed"));
+        assert_eq!(end_event(ExitStatus::Signaled(15)).status, "signal: terminated");
+    }
+}

@@ -1,0 +1,242 @@
+//! The envd data plane's domain: what the `e2b` SDK and
+//! `agent_sandbox._standard` expect of a sandbox's envd, built on the
+//! daemon's own file, process and terminal modules. No HTTP here.
+//!
+//! - [`access`]: the plane's tokens (the server's, and the one `/init`
+//!   sets), signed `/files` URLs, and the user a request acts as.
+//! - [`entry`]: envd's `EntryInfo` and listings to a depth.
+//! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
+//! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
+//! - [`watchers`]: `WatchDir` events and the polled watchers of
+//!   `CreateWatcher`/`GetWatcherEvents`, from the inotify watch of [`crate::fs::watch`].
+//!
+//! Paths go through the policy's path guard like every request: relative
+//! paths (and `~`) resolve against the base directory, and an empty path is
+//! `/init`'s `defaultWorkdir`, else the base directory.
+
+pub mod access;
+pub mod entry;
+pub mod events;
+pub mod filesystem;
+pub mod processes;
+pub mod watchers;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::access::{Account, Operation, Tokens};
+pub use self::watchers::Watchers;
+use crate::api::envd::http::InitRequest;
+use crate::environment::ChildEnv;
+use crate::fs::FsError;
+use crate::policy::Denial;
+
+/// Why an envd operation failed; the HTTP layer maps each to a Connect code
+/// (or an HTTP status on the plain endpoints) in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvdError {
+    /// Nothing by that path, pid, tag or id (`not_found`).
+    #[error("{0}")]
+    NotFound(String),
+    /// It exists already (`already_exists`).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A malformed or unusable request (`invalid_argument`).
+    #[error("{0}")]
+    Invalid(String),
+    /// The target is in a state that does not allow it (`failed_precondition`).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A missing or unknown user, or a bad signature (`unauthenticated`).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Not allowed to the caller (`permission_denied`).
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// A bound is reached (`resource_exhausted`).
+    #[error("{0}")]
+    Exhausted(String),
+    /// A file operation failed.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// The policy refused it.
+    #[error(transparent)]
+    Denied(#[from] Denial),
+    /// Something failed inside the server (`internal`; details logged).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<crate::process::ProcessError> for EnvdError {
+    fn from(error: crate::process::ProcessError) -> Self {
+        use crate::process::ProcessError as P;
+        match error {
+            P::Invalid(m) | P::Timeout(m) => EnvdError::Invalid(m),
+            P::Denied(denial) => EnvdError::Denied(denial),
+            P::Spawn { message, .. } => EnvdError::Invalid(message),
+            P::ProcessLimit(limit) => EnvdError::Exhausted(format!("too many processes (at most {limit})")),
+            P::NotFound(pid) | P::Exited(pid) => EnvdError::NotFound(format!("process with pid {pid} not found")),
+            P::Conflict(m) => EnvdError::FailedPrecondition(m),
+            P::Refused(pid) => EnvdError::PermissionDenied(format!("refusing to signal pid {pid}")),
+            P::Internal(m) => EnvdError::Internal(m),
+        }
+    }
+}
+
+/// What `/init` sets besides the token.
+#[derive(Debug, Clone, Default)]
+struct Defaults {
+    user: Option<String>,
+    workdir: Option<String>,
+    env: BTreeMap<String, String>,
+}
+
+/// The envd plane's state.
+pub struct Envd {
+    /// The plane's tokens.
+    pub tokens: Tokens,
+    /// Polled watchers.
+    pub watchers: Watchers,
+    /// Processes of `process.Process`.
+    pub processes: Arc<processes::Processes>,
+    defaults: RwLock<Defaults>,
+    env: Arc<ChildEnv>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Envd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Envd").field("tokens", &self.tokens).finish_non_exhaustive()
+    }
+}
+
+impl Envd {
+    /// The plane's state; `server_token` is `ABX_SERVER_TOKEN` (it signs
+    /// `/files` URLs too); terminal processes keep `scrollback` bytes.
+    pub fn new(
+        server_token: Option<String>,
+        env: Arc<ChildEnv>,
+        shutdown: CancellationToken,
+        scrollback: usize,
+    ) -> Self {
+        Envd {
+            tokens: Tokens::new(server_token),
+            watchers: Watchers::new(shutdown.clone()),
+            processes: Arc::new(processes::Processes::new(scrollback, shutdown.clone())),
+            defaults: RwLock::new(Defaults::default()),
+            env,
+            shutdown,
+        }
+    }
+
+    /// Cancelled at shutdown.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// The child environment store.
+    pub fn child_env(&self) -> &Arc<ChildEnv> {
+        &self.env
+    }
+
+    /// Applies an authorised `POST /init`: variables for every later process,
+    /// the access token, the default user and working directory.
+    ///
+    /// # Errors
+    /// [`EnvdError::Invalid`] for a malformed variable name or an unknown default user.
+    pub fn init(&self, request: InitRequest) -> Result<(), EnvdError> {
+        let vars = request.env_vars.unwrap_or_default();
+        if let Some(bad) = vars.keys().find(|name| !crate::environment::is_valid_name(name)) {
+            return Err(EnvdError::Invalid(format!("invalid environment variable name: '{bad}'")));
+        }
+        let vars: BTreeMap<String, String> = vars.into_iter().filter(|(name, _)| !self.env.is_secret(name)).collect();
+        if let Some(user) = request.default_user.as_deref().filter(|u| !u.is_empty()) {
+            access::account(user).map_err(|e| EnvdError::Invalid(format!("invalid default user: {e}")))?;
+        }
+        self.env.set(vars.clone());
+        let mut defaults = self.defaults.write().unwrap_or_else(PoisonError::into_inner);
+        defaults.env.extend(vars);
+        if let Some(user) = request.default_user {
+            defaults.user = Some(user).filter(|u| !u.is_empty());
+        }
+        if let Some(workdir) = request.default_workdir {
+            defaults.workdir = Some(workdir).filter(|w| !w.is_empty());
+        }
+        if let Some(token) = request.access_token {
+            self.tokens.set_init(&token);
+        }
+        Ok(())
+    }
+
+    /// The variables `/init` set (`GET /envs`).
+    pub fn init_env(&self) -> BTreeMap<String, String> {
+        self.defaults.read().unwrap_or_else(PoisonError::into_inner).env.clone()
+    }
+
+    /// The user a request acts as: the one it names, else `/init`'s default, else the server's own (`None`).
+    pub fn user_name(&self, named: Option<String>) -> Option<String> {
+        named
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.defaults.read().unwrap_or_else(PoisonError::into_inner).user.clone())
+    }
+
+    /// `raw` as the path guard takes it: empty is the default working
+    /// directory (else the base directory), `~` and `~/...` are below the base directory.
+    ///
+    /// # Errors
+    /// [`EnvdError::Invalid`] for `~user` paths.
+    pub fn path(&self, raw: &str) -> Result<String, EnvdError> {
+        if raw.is_empty() {
+            let workdir = self.defaults.read().unwrap_or_else(PoisonError::into_inner).workdir.clone();
+            return Ok(workdir.unwrap_or_else(|| ".".into()));
+        }
+        match raw.strip_prefix('~') {
+            None => Ok(raw.to_string()),
+            Some("") => Ok(".".into()),
+            Some(rest) => match rest.strip_prefix('/') {
+                Some("") => Ok(".".into()),
+                Some(below) => Ok(below.to_string()),
+                None => Err(EnvdError::Invalid(format!("cannot expand another user's home directory: '{raw}'"))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envd() -> Envd {
+        let env = Arc::new(ChildEnv::from_vars([("PATH".to_string(), "/bin".to_string())], &[]));
+        Envd::new(None, env, CancellationToken::new(), 4096)
+    }
+
+    #[test]
+    fn paths_expand_home_and_default_to_the_workdir() {
+        let envd = envd();
+        assert_eq!(envd.path("").expect("empty"), ".");
+        assert_eq!(envd.path("~").expect("home"), ".");
+        assert_eq!(envd.path("~/a/b").expect("below"), "a/b");
+        assert_eq!(envd.path("/abs").expect("abs"), "/abs");
+        assert!(envd.path("~root/x").is_err());
+        let init = InitRequest { default_workdir: Some("/w".into()), ..InitRequest::default() };
+        envd.init(init).expect("init");
+        assert_eq!(envd.path("").expect("workdir"), "/w");
+    }
+
+    #[test]
+    fn init_sets_variables_for_children_but_never_secrets() {
+        let envd = envd();
+        let vars = BTreeMap::from([("A".to_string(), "1".to_string()), ("ABX_SERVER_TOKEN".into(), "x".into())]);
+        envd.init(InitRequest { env_vars: Some(vars), ..InitRequest::default() }).expect("init");
+        assert_eq!(envd.child_env().get("A").as_deref(), Some("1"));
+        assert_eq!(envd.child_env().get("ABX_SERVER_TOKEN"), None);
+        assert_eq!(envd.init_env(), BTreeMap::from([("A".to_string(), "1".to_string())]));
+        let bad = BTreeMap::from([("1A".to_string(), "1".to_string())]);
+        assert!(envd.init(InitRequest { env_vars: Some(bad), ..InitRequest::default() }).is_err());
+        let unknown = InitRequest { default_user: Some("no-such-user-xyz".into()), ..InitRequest::default() };
+        assert!(matches!(envd.init(unknown), Err(EnvdError::Invalid(_))));
+    }
+}

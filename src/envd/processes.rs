@@ -1,0 +1,488 @@
+//! `process.Process`'s processes: started through the daemon's supervisor
+//! ([`crate::process`]) or, with a terminal, as a terminal session
+//! ([`crate::pty`]), and numbered by this registry (pids are the daemon's
+//! own counter, not the kernel's).
+//!
+//! Output is read whether or not anyone listens, into a bounded replay
+//! buffer ([`Capture`], [`REPLAY_BYTES`]; a terminal's scrollback for
+//! terminals): every stream (`Start`, and each `Connect`) replays what is
+//! still held, then follows live output. A subscriber reads at its own
+//! cursor: a slow or vanished one never blocks the process or another
+//! subscriber; one that falls behind the buffer loses the oldest output.
+//!
+//! Lifetime: a process runs until it exits or is signalled. A `lifetime`
+//! (the `Connect-Timeout-Ms` of its `Start`, as envd does) kills its whole
+//! process group with `SIGKILL` when it passes. After the exit and its
+//! output (pipes closed, or [`DRAIN_GRACE`] after the exit when a
+//! background child keeps them open), the end event is published; the
+//! process leaves `List` but stays reachable by `Connect` for
+//! [`RETAIN_EXITED_FOR`] (at most [`MAX_EXITED`] of them).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use futures_util::Stream;
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{end_event, from_shell, pipe_events, terminal_events};
+use super::EnvdError;
+use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
+use crate::process::output::{Capture, Stream as Pipe};
+use crate::process::{ExecSpec, Job};
+use crate::pty::{Session, Update};
+
+/// Output of a process kept for replay, bytes.
+pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
+/// How long output may still arrive after the exit (a background child holding the pipes).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// How long an exited process stays reachable by `Connect`.
+pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
+/// Exited processes kept at most.
+pub const MAX_EXITED: usize = 64;
+/// Live processes when the policy sets no `max_processes` on `process_start`.
+pub const DEFAULT_MAX_PROCESSES: u64 = 100;
+/// Longest a write to a stdin nobody reads may wait.
+const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a started process reads and writes through.
+enum Io {
+    /// Pipes: stdin (unless `/dev/null` or closed) and the output capture.
+    Pipes { job: Job, stdin: tokio::sync::Mutex<Option<pipe::Sender>>, output: Arc<Capture> },
+    /// A terminal session.
+    Terminal { session: Arc<Session> },
+}
+
+/// One process of the registry.
+pub struct Process {
+    pid: u32,
+    tag: Option<String>,
+    config: ProcessConfig,
+    io: Io,
+    end: watch::Sender<Option<EndEvent>>,
+    exited_at: OnceLock<Instant>,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process").field("pid", &self.pid).field("tag", &self.tag).finish_non_exhaustive()
+    }
+}
+
+impl Process {
+    /// The daemon's pid of the process.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether its end was not published yet.
+    pub fn running(&self) -> bool {
+        self.end.borrow().is_none()
+    }
+
+    /// Whether the process itself has not exited (its output may still be draining).
+    pub fn alive(&self) -> bool {
+        self.running()
+            && match &self.io {
+                Io::Pipes { job, .. } => job.status().is_none(),
+                Io::Terminal { session } => session.exit_status().is_none(),
+            }
+    }
+
+    /// Waits until the process has exited, at most `limit`.
+    pub async fn exited(&self, limit: Duration) {
+        let mut end = self.end.subscribe();
+        let exited = async {
+            match &self.io {
+                Io::Pipes { job, .. } => {
+                    job.exited().await;
+                }
+                Io::Terminal { .. } => {
+                    let _ = end.wait_for(Option::is_some).await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, exited).await;
+    }
+
+    /// Its `List` entry.
+    pub fn info(&self) -> ProcessInfo {
+        ProcessInfo { config: self.config.clone(), pid: self.pid, tag: self.tag.clone() }
+    }
+
+    /// Writes `data` to its stdin pipe (`terminal: false`) or its terminal.
+    ///
+    /// # Errors
+    /// [`EnvdError::FailedPrecondition`] for the wrong kind of input, a closed
+    /// stdin, or one nobody reads for 30 s; [`EnvdError::NotFound`] once it ended.
+    pub async fn write(&self, data: &[u8], terminal: bool) -> Result<(), EnvdError> {
+        match (&self.io, terminal) {
+            (Io::Pipes { stdin, .. }, false) => {
+                let mut stdin = stdin.lock().await;
+                let Some(pipe) = stdin.as_mut() else {
+                    return Err(EnvdError::FailedPrecondition("stdin not enabled or closed".into()));
+                };
+                match tokio::time::timeout(STDIN_TIMEOUT, pipe.write_all(data)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(EnvdError::FailedPrecondition(format!("error writing to stdin: {e}"))),
+                    Err(_) => Err(EnvdError::FailedPrecondition("stdin is full: the process does not read it".into())),
+                }
+            }
+            (Io::Terminal { session }, true) => {
+                let mut rest = data;
+                while !rest.is_empty() {
+                    let written = session
+                        .write_input(rest)
+                        .await
+                        .map_err(|e| EnvdError::FailedPrecondition(format!("error writing to the terminal: {e}")))?;
+                    rest = &rest[written.max(1).min(rest.len())..];
+                }
+                Ok(())
+            }
+            (Io::Pipes { .. }, true) => {
+                Err(EnvdError::Invalid("no terminal is assigned to the process: write to its stdin instead".into()))
+            }
+            (Io::Terminal { .. }, false) => Err(EnvdError::Invalid(
+                "a terminal is assigned to the process: write to the terminal, not stdin".into(),
+            )),
+        }
+    }
+
+    /// Closes its stdin pipe (end of input).
+    ///
+    /// # Errors
+    /// [`EnvdError::Invalid`] for a terminal (send Ctrl+D instead).
+    pub async fn close_stdin(&self) -> Result<(), EnvdError> {
+        match &self.io {
+            Io::Pipes { stdin, .. } => {
+                stdin.lock().await.take();
+                Ok(())
+            }
+            Io::Terminal { .. } => {
+                Err(EnvdError::Invalid("cannot close stdin of a terminal process: send Ctrl+D (0x04) instead".into()))
+            }
+        }
+    }
+
+    /// Resizes its terminal.
+    ///
+    /// # Errors
+    /// [`EnvdError::Invalid`] without a terminal or with a zero size.
+    pub fn resize(&self, cols: u32, rows: u32) -> Result<(), EnvdError> {
+        let Io::Terminal { session } = &self.io else {
+            return Err(EnvdError::Invalid("no terminal is assigned to the process".into()));
+        };
+        let (Ok(cols @ 1..), Ok(rows @ 1..)) = (u16::try_from(cols), u16::try_from(rows)) else {
+            return Err(EnvdError::Invalid(format!("invalid terminal size {cols}x{rows}")));
+        };
+        session.resize(cols, rows);
+        Ok(())
+    }
+
+    /// Sends `signal` to its whole process group (the shell's session and its
+    /// foreground job for a terminal).
+    ///
+    /// # Errors
+    /// [`EnvdError::NotFound`] once it ended.
+    pub fn signal(&self, signal: Signal) -> Result<(), EnvdError> {
+        if !self.running() {
+            return Err(EnvdError::NotFound(format!("process with pid {} not found", self.pid)));
+        }
+        match &self.io {
+            Io::Pipes { job, .. } => {
+                let _ = job.signal_group(signal);
+            }
+            Io::Terminal { session } => {
+                session.signal(signal);
+                if session.exit_status().is_none() {
+                    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(session.pid()), signal);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Its events: `start`, the output still held, live output, and `end`.
+    pub fn events(self: &Arc<Self>) -> impl Stream<Item = ProcessEvent> + Send + 'static {
+        let start = futures_util::stream::once({
+            let pid = self.pid;
+            async move { ProcessEvent::Start(StartEvent { pid }) }
+        });
+        let rest: std::pin::Pin<Box<dyn Stream<Item = ProcessEvent> + Send>> = match &self.io {
+            Io::Pipes { output, .. } => Box::pin(pipe_events(Arc::clone(output), self.end.subscribe())),
+            Io::Terminal { session } => Box::pin(terminal_events(session.attach_lossy())),
+        };
+        futures_util::StreamExt::chain(start, rest)
+    }
+}
+
+/// What a `Start` asks for beyond the prepared command.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// The request's config (reported by `List`).
+    pub config: ProcessConfig,
+    /// A tag to find it by.
+    pub tag: Option<String>,
+    /// A terminal of (cols, rows) instead of pipes.
+    pub terminal: Option<(u16, u16)>,
+    /// A stdin pipe (otherwise `/dev/null`).
+    pub stdin: bool,
+    /// Kill its group when this passes (the `Start`'s `Connect-Timeout-Ms`).
+    pub lifetime: Option<Duration>,
+}
+
+#[derive(Default)]
+struct Table {
+    processes: HashMap<u32, Arc<Process>>,
+}
+
+/// The processes `process.Process` started.
+pub struct Processes {
+    table: Mutex<Table>,
+    next_pid: AtomicU32,
+    shutdown: CancellationToken,
+    scrollback: usize,
+}
+
+impl std::fmt::Debug for Processes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processes").finish_non_exhaustive()
+    }
+}
+
+impl Processes {
+    /// An empty registry; terminals keep `scrollback` bytes; `shutdown` ends lifetimes.
+    pub fn new(scrollback: usize, shutdown: CancellationToken) -> Self {
+        Processes { table: Mutex::new(Table::default()), next_pid: AtomicU32::new(1), shutdown, scrollback }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Live processes.
+    pub fn live(&self) -> usize {
+        self.lock().processes.values().filter(|p| p.alive()).count()
+    }
+
+    /// Starts `spec` (a command that passed the policy) as `options` say.
+    ///
+    /// # Errors
+    /// [`EnvdError::Exhausted`] at `max_processes` live ones; [`EnvdError::Invalid`]
+    /// when it cannot start (as envd).
+    pub async fn start(
+        self: &Arc<Self>,
+        spec: ExecSpec,
+        options: StartOptions,
+        max_processes: u64,
+    ) -> Result<Arc<Process>, EnvdError> {
+        if self.live() as u64 >= max_processes {
+            return Err(EnvdError::Exhausted(format!("too many processes (at most {max_processes})")));
+        }
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed);
+        let io = match options.terminal {
+            Some((cols, rows)) => Io::Terminal { session: self.start_terminal(&spec, pid, cols, rows).await? },
+            None => start_pipes(&spec, options.stdin)?,
+        };
+        let process = Arc::new(Process {
+            pid,
+            tag: options.tag,
+            config: options.config,
+            io,
+            end: watch::channel(None).0,
+            exited_at: OnceLock::new(),
+        });
+        {
+            let mut table = self.lock();
+            prune(&mut table);
+            table.processes.insert(pid, Arc::clone(&process));
+        }
+        tokio::spawn(watch_exit(Arc::clone(&process), options.lifetime, self.shutdown.clone()));
+        tracing::info!(pid, argv = ?spec.argv, "envd process started");
+        Ok(process)
+    }
+
+    async fn start_terminal(&self, spec: &ExecSpec, pid: u32, cols: u16, rows: u16) -> Result<Arc<Session>, EnvdError> {
+        if spec.credentials.is_some() {
+            return Err(EnvdError::PermissionDenied("terminal processes run as the server's user".into()));
+        }
+        let spec = spec.clone();
+        let spawned = tokio::task::spawn_blocking(move || {
+            let program = spec.program.as_ref().and_then(|p| p.to_str()).unwrap_or(&spec.argv[0]);
+            let shell = crate::pty::spawn::ShellSpec {
+                shell: program,
+                args: &spec.argv[1..],
+                env: &spec.env,
+                cwd: spec.cwd.as_deref(),
+                cols,
+                rows,
+            };
+            crate::pty::spawn::spawn_shell(&shell)
+        })
+        .await
+        .map_err(|e| EnvdError::Internal(format!("the terminal task failed: {e}")))?
+        .map_err(|e| EnvdError::Invalid(format!("error starting the process on a terminal: {e}")))?;
+        Session::start(format!("envd-{pid}"), String::new(), spawned, (cols, rows), self.scrollback)
+            .map_err(|e| EnvdError::Internal(format!("cannot attach the terminal: {e}")))
+    }
+
+    /// The process `selector` names: by pid, or the running one with the tag
+    /// (else the latest that had it).
+    ///
+    /// # Errors
+    /// [`EnvdError::NotFound`].
+    pub fn find(&self, selector: &Selector) -> Result<Arc<Process>, EnvdError> {
+        let mut table = self.lock();
+        prune(&mut table);
+        let found = match selector {
+            Selector::Pid(pid) => table.processes.get(pid).cloned(),
+            Selector::Tag(tag) => {
+                let mut tagged: Vec<&Arc<Process>> =
+                    table.processes.values().filter(|p| p.tag.as_deref() == Some(tag.as_str())).collect();
+                tagged.sort_by_key(|p| (p.running(), p.pid));
+                tagged.last().map(|p| Arc::clone(p))
+            }
+        };
+        found.ok_or_else(|| match selector {
+            Selector::Pid(pid) => EnvdError::NotFound(format!("process with pid {pid} not found")),
+            Selector::Tag(tag) => EnvdError::NotFound(format!("process with tag {tag} not found")),
+        })
+    }
+
+    /// Processes that have not exited, by pid.
+    pub fn list(&self) -> Vec<ProcessInfo> {
+        let mut running: Vec<ProcessInfo> =
+            self.lock().processes.values().filter(|p| p.alive()).map(|p| p.info()).collect();
+        running.sort_by_key(|p| p.pid);
+        running
+    }
+
+    /// Kills every process (server shutdown): `SIGTERM` to each group, `SIGKILL` after `grace`.
+    pub async fn shutdown(&self, grace: Duration) {
+        let all: Vec<Arc<Process>> = self.lock().processes.values().filter(|p| p.running()).cloned().collect();
+        futures_util::future::join_all(all.iter().map(|p| async move {
+            match &p.io {
+                Io::Pipes { job, .. } => {
+                    job.terminate(grace).await;
+                }
+                Io::Terminal { session } => session.terminate(grace).await,
+            }
+        }))
+        .await;
+    }
+}
+
+fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<Io, EnvdError> {
+    use std::process::Stdio;
+    let stdin_mode = if stdin { Stdio::piped() } else { Stdio::null() };
+    let spawned = crate::process::spawn(spec, stdin_mode, Stdio::piped(), Stdio::piped())
+        .map_err(|e| EnvdError::Invalid(format!("error starting process '{}': {e}", spec.argv.join(" "))))?;
+    let stdin = match spawned.stdin {
+        Some(fd) => Some(
+            pipe::Sender::from_owned_fd(std::os::fd::OwnedFd::from(fd))
+                .map_err(|e| EnvdError::Internal(format!("stdin pipe: {e}")))?,
+        ),
+        None => None,
+    };
+    let output = Arc::new(Capture::new(REPLAY_BYTES, 2));
+    for (fd, stream) in [
+        (spawned.stdout.map(std::os::fd::OwnedFd::from), Pipe::Stdout),
+        (spawned.stderr.map(std::os::fd::OwnedFd::from), Pipe::Stderr),
+    ] {
+        crate::process::table::pump(fd, stream, Arc::clone(&output));
+    }
+    Ok(Io::Pipes { job: spawned.job, stdin: tokio::sync::Mutex::new(stdin), output })
+}
+
+/// Kills the process when its lifetime passes, waits for its exit and its
+/// output, then publishes the end event.
+async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown: CancellationToken) {
+    let deadline = async {
+        match lifetime {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut expired = false;
+    let status = match &process.io {
+        Io::Pipes { job, output, .. } => {
+            let status = tokio::select! {
+                status = job.exited() => status,
+                () = deadline => {
+                    tracing::info!(pid = process.pid, "envd process lifetime passed; killing its group");
+                    expired = true;
+                    let _ = job.signal_group(Signal::SIGKILL);
+                    job.exited().await
+                }
+                () = shutdown.cancelled() => job.terminate(Duration::from_secs(1)).await,
+            };
+            let drained = async {
+                while output.position().1 {
+                    output.wait_beyond(u64::MAX).await;
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_GRACE, drained).await;
+            status
+        }
+        Io::Terminal { session } => {
+            let mut watcher = session.attach_lossy();
+            let exited = async {
+                loop {
+                    if let Update::Exited(exit) = watcher.next().await {
+                        return from_shell(exit);
+                    }
+                }
+            };
+            tokio::pin!(exited);
+            tokio::select! {
+                status = &mut exited => status,
+                () = deadline => {
+                    tracing::info!(pid = process.pid, "envd process lifetime passed; killing it");
+                    expired = true;
+                    let _ = process.signal(Signal::SIGKILL);
+                    exited.await
+                }
+                () = shutdown.cancelled() => {
+                    session.terminate(Duration::from_secs(1)).await;
+                    exited.await
+                }
+            }
+        }
+    };
+    let _ = process.exited_at.set(Instant::now());
+    tracing::info!(pid = process.pid, code = status.code(), "envd process ended");
+    let mut end = end_event(status);
+    if let (true, Some(limit)) = (expired, lifetime) {
+        // Said plainly, so a later Connect learns why a background command stopped.
+        end.error = Some(format!(
+            "{}: its lifetime (the Connect-Timeout-Ms of its Start, {} ms) passed",
+            end.status,
+            limit.as_millis()
+        ));
+    }
+    process.end.send_replace(Some(end));
+}
+
+/// Forgets exited processes past the retention time or count.
+fn prune(table: &mut Table) {
+    let now = Instant::now();
+    let mut exited: Vec<(Instant, u32)> = table
+        .processes
+        .values()
+        .filter(|p| !p.running())
+        .map(|p| (p.exited_at.get().copied().unwrap_or(now), p.pid))
+        .collect();
+    exited.sort_unstable();
+    let excess = exited.len().saturating_sub(MAX_EXITED);
+    for (i, (at, pid)) in exited.into_iter().enumerate() {
+        if i < excess || now.duration_since(at) > RETAIN_EXITED_FOR {
+            table.processes.remove(&pid);
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! `GET /files` and `POST /files`: envd's file transfers, streamed both ways.
+//!
+//! Downloads stream from disk with `Range` (206/416), `Last-Modified` and
+//! gzip when the client accepts it (never for a range). Uploads take a
+//! multipart body (each `file` part, named by `path` or by its file name) or
+//! a raw `application/octet-stream` body (`path` required), optionally
+//! gzip-encoded; each file is written atomically through [`crate::fs`]
+//! (parents created, 507 on a full disk, nothing partial left). Credentials:
+//! `X-Access-Token`, or a URL signature, once a token protects the plane.
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::{Stream, StreamExt};
+
+use super::{basic_user, blocking, credentials, http_error, plain_error, Caller, EnvdState};
+use crate::api::envd::http::{FilesQuery, WrittenFile};
+use crate::endpoints::{Limit, Param};
+use crate::envd::{filesystem::give_to, Account, EnvdError, Operation};
+use crate::fs::{read, safe, FsError, WritePolicy};
+use crate::policy::{Grant, Identity, LimitValue, Op, ParamValue, Permit};
+
+/// Bytes of compressed input fed to the gzip decoder at once (bounds its output per step).
+const GUNZIP_STEP: usize = 4096;
+/// Raw bytes per chunk of a gzip-encoded download.
+const GZIP_CHUNK: usize = 256 * 1024;
+
+/// A refusal, already written.
+type Refused = Box<Response>;
+
+/// The caller of a `/files` request: a valid token, or a valid signature, or an open plane.
+fn caller(state: &EnvdState, headers: &HeaderMap, q: &FilesQuery, operation: Operation) -> Result<Caller, Refused> {
+    let unauthorized = |message: &str| Box::new(http_error(StatusCode::UNAUTHORIZED, message));
+    let creds = credentials(headers);
+    let bearer = creds.authorization.iter().any(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer "));
+    let tokens = &state.envd.tokens;
+    let user = q.username.clone().filter(|u| !u.is_empty()).or_else(|| basic_user(headers));
+    if !tokens.required(&state.app.engine) || !creds.access_tokens.is_empty() || bearer {
+        let identity = tokens
+            .authenticate(&state.app.engine, &creds)
+            .map_err(|_| unauthorized("access token present in header but does not match"))?;
+        return Ok(Caller { identity, user });
+    }
+    let Some(signature) = q.signature.as_deref() else {
+        return Err(unauthorized("missing signature query parameter"));
+    };
+    let expiration = match q.signature_expiration.as_deref() {
+        None => None,
+        Some(text) => Some(text.trim().parse::<i64>().map_err(|_| unauthorized("invalid signature expiration"))?),
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let path = q.path.as_deref().unwrap_or("");
+    let username = q.username.as_deref().unwrap_or("");
+    tokens
+        .verify(path, operation, username, signature, expiration, i64::try_from(now).unwrap_or(i64::MAX))
+        .map_err(|e| unauthorized(&e.to_string()))?;
+    Ok(Caller { identity: std::sync::Arc::new(Identity::new("signed-url", ["*"])), user })
+}
+
+/// The grant, the account acted as, and the concurrency permit held for the transfer.
+type Admitted = (Grant, Option<Account>, Option<Permit>);
+
+/// Admits the caller to `id` and resolves the account it acts as.
+async fn admitted(state: &EnvdState, caller: &Caller, id: &str) -> Result<Admitted, Refused> {
+    let (grant, permit) = state.admit(caller, id).map_err(|e| Box::new(http_error(e.code.status(), e.message)))?;
+    let (check, user) = (state.clone(), caller.user.clone());
+    let account = blocking(move || check.account(user)).await.map_err(|e| Box::new(plain_error(e)))?;
+    Ok((grant, account, permit))
+}
+
+/// `GET /files`.
+pub async fn download(State(state): State<EnvdState>, headers: HeaderMap, Query(q): Query<FilesQuery>) -> Response {
+    let caller = match caller(&state, &headers, &q, Operation::Read) {
+        Ok(caller) => caller,
+        Err(response) => return *response,
+    };
+    let (grant, _account, _permit) = match admitted(&state, &caller, "files_content_read").await {
+        Ok(admitted) => admitted,
+        Err(response) => return *response,
+    };
+    let raw = match state.envd.path(q.path.as_deref().unwrap_or("")) {
+        Ok(raw) => raw,
+        Err(e) => return plain_error(e),
+    };
+    let (guard, max_bytes) = (grant.guard(), grant.limit(Limit::MaxBytes).map(LimitValue::as_u64));
+    let opened = blocking(move || {
+        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+        match crate::fs::list::stat_of(&guard, &target)? {
+            None => return Err(EnvdError::NotFound(format!("path '{}' does not exist", target.path.display()))),
+            Some(st) if st.is_dir() => {
+                return Err(EnvdError::Invalid(format!("path '{}' is a directory", target.path.display())))
+            }
+            Some(_) => {}
+        }
+        Ok(read::open(&guard, &target, &raw, max_bytes)?)
+    })
+    .await;
+    match opened {
+        Ok(opened) => send(&headers, opened),
+        Err(e) => plain_error(e),
+    }
+}
+
+/// Whether the client takes gzip (and not only gzip) for this answer: `(gzip, identity)`.
+fn accepted(headers: &HeaderMap) -> (bool, bool) {
+    let Some(value) = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else {
+        return (false, true);
+    };
+    let quality = |name: &str| -> Option<f64> {
+        value.split(',').find_map(|part| {
+            let mut pieces = part.split(';');
+            let coding = pieces.next()?.trim();
+            coding.eq_ignore_ascii_case(name).then(|| {
+                pieces.find_map(|p| p.trim().strip_prefix("q=").and_then(|q| q.parse::<f64>().ok())).unwrap_or(1.0)
+            })
+        })
+    };
+    let (gzip, identity, any) = (quality("gzip"), quality("identity"), quality("*"));
+    let identity_ok = identity.map_or(any.is_none_or(|q| q > 0.0), |q| q > 0.0);
+    let gzip_q = gzip.or(any).unwrap_or(0.0);
+    let gzip_ok = gzip_q > 0.0 && (!identity_ok || gzip_q >= identity.unwrap_or(gzip_q));
+    (gzip_ok, identity_ok)
+}
+
+fn send(headers: &HeaderMap, opened: read::OpenFile) -> Response {
+    let size = opened.stat.size;
+    let ranged = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    let (gzip, identity) = accepted(headers);
+    if !identity && (!gzip || ranged.is_some()) {
+        return http_error(StatusCode::NOT_ACCEPTABLE, "no acceptable encoding found, supported: [identity, gzip]");
+    }
+    let range = match read::parse_range(ranged, size) {
+        Ok(range) => range,
+        Err(_) => {
+            let mut response =
+                http_error(StatusCode::RANGE_NOT_SATISFIABLE, format!("range not satisfiable (size {size})"));
+            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                response.headers_mut().insert(header::CONTENT_RANGE, value);
+            }
+            return response;
+        }
+    };
+    let mut response = Response::new(Body::empty());
+    let out = response.headers_mut();
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    out.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let name = opened.path.file_name().map(|n| n.to_string_lossy().replace(['"', '\\'], "_")).unwrap_or_default();
+    if let Ok(value) = HeaderValue::from_str(&format!("inline; filename=\"{name}\"")) {
+        out.insert(header::CONTENT_DISPOSITION, value);
+    }
+    let modified = std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(opened.stat.modified.secs).unwrap_or(0));
+    if let Ok(value) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
+        out.insert(header::LAST_MODIFIED, value);
+    }
+    if let Some((first, last)) = range {
+        let len = last - first + 1;
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        let out = response.headers_mut();
+        out.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        if let Ok(value) = HeaderValue::from_str(&format!("bytes {first}-{last}/{size}")) {
+            out.insert(header::CONTENT_RANGE, value);
+        }
+        *response.body_mut() = Body::from_stream(read::stream(opened.file, first, len));
+    } else if gzip {
+        response.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        *response.body_mut() = Body::from_stream(gzip_stream(opened.file, size));
+    } else {
+        response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+        *response.body_mut() = Body::from_stream(read::stream(opened.file, 0, size));
+    }
+    response
+}
+
+/// The first `len` bytes of `file`, gzip-compressed on a blocking thread, a few chunks ahead of the client.
+fn gzip_stream(file: std::fs::File, len: u64) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(read::QUEUE);
+    tokio::task::spawn_blocking(move || {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut buffer = vec![0u8; GZIP_CHUNK];
+        let mut position = 0u64;
+        while position < len {
+            let want = usize::try_from(len - position).map_or(GZIP_CHUNK, |left| left.min(GZIP_CHUNK));
+            let step =
+                file.read_exact_at(&mut buffer[..want], position).and_then(|()| encoder.write_all(&buffer[..want]));
+            if let Err(e) = step {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+            position += want as u64;
+            let ready = std::mem::take(encoder.get_mut());
+            if !ready.is_empty() && tx.blocking_send(Ok(Bytes::from(ready))).is_err() {
+                return;
+            }
+        }
+        let _ = tx.blocking_send(encoder.finish().map(Bytes::from));
+    });
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
+
+/// A gzip-encoded body, decoded as it arrives.
+fn gunzip<S, E>(body: S) -> impl Stream<Item = std::io::Result<Bytes>> + Send + Unpin + 'static
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display,
+{
+    let decoder = flate2::write::GzDecoder::new(Vec::new());
+    Box::pin(futures_util::stream::unfold(Some((body, decoder)), |state| async move {
+        let (mut body, mut decoder) = state?;
+        loop {
+            match body.next().await {
+                Some(Ok(chunk)) => {
+                    let mut out = Vec::new();
+                    for piece in chunk.chunks(GUNZIP_STEP) {
+                        if let Err(e) = decoder.write_all(piece) {
+                            return Some((Err(e), None));
+                        }
+                        out.append(decoder.get_mut());
+                    }
+                    if !out.is_empty() {
+                        return Some((Ok(Bytes::from(out)), Some((body, decoder))));
+                    }
+                }
+                Some(Err(e)) => return Some((Err(std::io::Error::other(e.to_string())), None)),
+                None => {
+                    return match decoder.try_finish() {
+                        Ok(()) => {
+                            let rest = std::mem::take(decoder.get_mut());
+                            (!rest.is_empty()).then(|| (Ok(Bytes::from(rest)), None))
+                        }
+                        Err(e) => Some((Err(e), None)),
+                    }
+                }
+            }
+        }
+    }))
+}
+
+/// `POST /files`.
+pub async fn upload(
+    State(state): State<EnvdState>,
+    headers: HeaderMap,
+    Query(q): Query<FilesQuery>,
+    body: Body,
+) -> Response {
+    let caller = match caller(&state, &headers, &q, Operation::Write) {
+        Ok(caller) => caller,
+        Err(response) => return *response,
+    };
+    let (grant, account, _permit) = match admitted(&state, &caller, "files_content_write").await {
+        Ok(admitted) => admitted,
+        Err(response) => return *response,
+    };
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
+    let data = body.into_data_stream();
+    let body: Box<dyn Stream<Item = std::io::Result<Bytes>> + Send + Unpin> = match encoding {
+        None | Some("") | Some("identity") => Box::new(data.map(|r| r.map_err(std::io::Error::other))),
+        Some(e) if e.eq_ignore_ascii_case("gzip") => Box::new(gunzip(data)),
+        Some(other) => {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                format!("unsupported Content-Encoding: {other}, supported: [gzip]"),
+            )
+        }
+    };
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let upload = Upload { state: &state, grant: &grant, account: account.as_ref() };
+    let written = if media == "application/octet-stream" {
+        let Some(path) = q.path.as_deref().filter(|p| !p.is_empty()) else {
+            return http_error(StatusCode::BAD_REQUEST, "path query parameter is required for raw body upload");
+        };
+        let declared = if encoding.is_none() {
+            headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        } else {
+            None
+        };
+        match upload.resolve(path).await {
+            Ok(target) => upload.write(&target, declared, body).await.map(|file| vec![file]),
+            Err(e) => Err(e),
+        }
+    } else if media.starts_with("multipart/") {
+        let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        match multer::parse_boundary(content_type) {
+            Ok(boundary) => upload.multipart(multer::Multipart::new(body, boundary), q.path.as_deref()).await,
+            Err(e) => Err(EnvdError::Invalid(format!("error parsing multipart form: {e}"))),
+        }
+    } else {
+        return http_error(
+            StatusCode::BAD_REQUEST,
+            format!("unsupported content type: {media}, expected multipart/form-data or application/octet-stream"),
+        );
+    };
+    match written {
+        Ok(files) => Json(files).into_response(),
+        Err(e) => plain_error(e),
+    }
+}
+
+/// One upload request's context.
+struct Upload<'a> {
+    state: &'a EnvdState,
+    grant: &'a Grant,
+    account: Option<&'a Account>,
+}
+
+impl Upload<'_> {
+    fn policy(&self) -> WritePolicy {
+        let strings = |key| match self.grant.param(key) {
+            Some(ParamValue::Strings(list)) => list.clone(),
+            _ => Vec::new(),
+        };
+        WritePolicy {
+            overwrite: !matches!(self.grant.param(Param::Overwrite), Some(ParamValue::Bool(false))),
+            allow_extensions: strings(Param::AllowExtensions),
+            deny_extensions: strings(Param::DenyExtensions),
+            max_bytes: self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64),
+        }
+    }
+
+    /// Resolves the caller's `path` for writing.
+    async fn resolve(&self, path: &str) -> Result<safe::Resolved, EnvdError> {
+        let raw = self.state.envd.path(path)?;
+        let guard = self.grant.guard();
+        blocking(move || Ok(safe::resolve(&guard, &raw, Op::Write, "")?)).await
+    }
+
+    /// Writes `body` to `target` atomically.
+    async fn write<S, E>(
+        &self,
+        target: &safe::Resolved,
+        declared: Option<u64>,
+        body: S,
+    ) -> Result<WrittenFile, EnvdError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+    {
+        let files = &self.state.app.files;
+        files.write_stream(&self.grant.guard(), target, &self.policy(), declared, body).await.map_err(|e| match e {
+            FsError::IsADirectory(path) => EnvdError::Invalid(format!("path is a directory: {}", path.display())),
+            other => other.into(),
+        })?;
+        if self.account.is_some_and(Account::is_other) {
+            let (account, path) = (self.account.cloned(), target.path.clone());
+            let _ = tokio::task::spawn_blocking(move || give_to(account.as_ref(), &path)).await;
+        }
+        Ok(WrittenFile {
+            path: target.path.display().to_string(),
+            name: crate::fs::file_name(&target.path),
+            kind: "file".into(),
+        })
+    }
+
+    /// Writes every `file` part: to `path` when given, else to the part's file name.
+    async fn multipart(
+        &self,
+        mut form: multer::Multipart<'static>,
+        path: Option<&str>,
+    ) -> Result<Vec<WrittenFile>, EnvdError> {
+        let mut written: Vec<WrittenFile> = Vec::new();
+        loop {
+            let field = match form.next_field().await {
+                Ok(Some(field)) => field,
+                Ok(None) => break,
+                Err(e) => return Err(EnvdError::Invalid(format!("error reading form: {e}"))),
+            };
+            if field.name() != Some("file") {
+                continue;
+            }
+            let named =
+                path.filter(|p| !p.is_empty()).map(str::to_string).or_else(|| field.file_name().map(str::to_string));
+            let Some(named) = named.filter(|n| !n.is_empty()) else {
+                return Err(EnvdError::Invalid("a file part has neither a path parameter nor a file name".into()));
+            };
+            let target = self.resolve(&named).await?;
+            if written.iter().any(|w| std::path::Path::new(&w.path) == target.path) {
+                return Err(EnvdError::Invalid(format!(
+                    "you cannot upload multiple files to the same path '{}' in one upload request, only the first specified file was uploaded",
+                    target.path.display()
+                )));
+            }
+            written.push(self.write(&target, None, field).await?);
+        }
+        Ok(written)
+    }
+}

@@ -1,0 +1,289 @@
+//! `process.Process`: each method admitted by its native counterpart's rule
+//! (`Start` by `process_start`, and a terminal `Start` by
+//! `pty_create_session` too; `Connect` and `List` by `process_list`; input
+//! by `process_stdin`; signals by `process_signal`; `Update` by
+//! `pty_resize`), the command checked by the same exec policy as
+//! `/process/start`, then served by [`crate::envd::processes`].
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::Extension;
+use futures_util::StreamExt;
+
+use super::connect::{self, CallOptions, Code, ConnectError};
+use super::pace::{self, Paced};
+use super::{blocking, Caller, EnvdState};
+use crate::api::envd::filesystem::Empty;
+use crate::api::envd::process::{
+    EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
+    StartRequest, StreamInputRequest, UpdateRequest,
+};
+use crate::api::process::ExecRequest;
+use crate::endpoints::Limit;
+use crate::envd::processes::{Process, StartOptions, DEFAULT_MAX_PROCESSES};
+use crate::envd::EnvdError;
+use crate::policy::LimitValue;
+use crate::process::exec::{prepare, ExecKind};
+
+/// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
+const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `argv` as one command line the exec policy splits back into the same words.
+fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|word| {
+            if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b)) {
+                word.clone()
+            } else {
+                format!("'{}'", word.replace('\'', r#"'"'"'"#))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The events of `process` as a paced stream of responses; `end` is the last one.
+fn event_stream(
+    process: &Arc<Process>,
+    options: CallOptions,
+    started: tokio::time::Instant,
+) -> impl futures_util::Stream<Item = connect::StreamItem<EventResponse>> + Send + 'static {
+    let source = process.events().map(|event| match event {
+        ProcessEvent::End(_) => Paced::Last(EventResponse { event }),
+        other => Paced::Message(EventResponse { event: other }),
+    });
+    pace::paced(source, options, started, || EventResponse { event: ProcessEvent::Keepalive(Empty {}) })
+}
+
+/// `Start`: the process, then its events on this stream.
+pub async fn start(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = tokio::time::Instant::now();
+    connect::handle_stream(&headers, body, |req: StartRequest, options: CallOptions| async move {
+        let (grant, _permit) = state.admit(&caller, "process_start")?;
+        if req.pty.is_some() {
+            state.admit(&caller, "pty_create_session")?;
+        }
+        let config = req.process.clone();
+        if config.cmd.is_empty() {
+            return Err(ConnectError::new(Code::InvalidArgument, "process.cmd is empty"));
+        }
+        let cwd = match config.cwd.as_deref() {
+            Some(cwd) => state.envd.path(cwd)?,
+            None => state.envd.path("")?,
+        };
+        let argv: Vec<String> = std::iter::once(config.cmd.clone()).chain(config.args.iter().cloned()).collect();
+        let (check, user, env) = (state.clone(), caller.user.clone(), Arc::clone(&state.app.env));
+        let grant_for_exec = grant.clone();
+        let envs = config.envs.clone();
+        let spec = blocking(move || {
+            let account = check.account(user)?;
+            let request = ExecRequest {
+                command: command_line(&argv),
+                cwd: Some(cwd),
+                env: Some(envs),
+                user: account.filter(|a| a.is_other()).map(|a| a.name),
+                ..ExecRequest::default()
+            };
+            prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)
+        })
+        .await?;
+        let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
+        let terminal = req.pty.map(|p| {
+            (
+                u16::try_from(p.size.cols).unwrap_or(u16::MAX).max(1),
+                u16::try_from(p.size.rows).unwrap_or(u16::MAX).max(1),
+            )
+        });
+        let start = StartOptions {
+            config,
+            tag: req.tag,
+            terminal,
+            stdin: req.stdin.unwrap_or(true),
+            lifetime: options.timeout,
+        };
+        let process = state.envd.processes.start(spec, start, limit).await?;
+        Ok(event_stream(&process, options, started))
+    })
+    .await
+}
+
+/// `Connect`: a running or recently ended process's events (the output still held, then live).
+pub async fn connect(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = tokio::time::Instant::now();
+    connect::handle_stream(&headers, body, |req: SelectRequest, options: CallOptions| async move {
+        state.admit(&caller, "process_list")?;
+        let process = state.envd.processes.find(&req.process)?;
+        Ok(event_stream(&process, options, started))
+    })
+    .await
+}
+
+/// `List`: running processes.
+pub async fn list(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    connect::handle_unary(&headers, body, |_: Empty| async move {
+        state.admit(&caller, "process_list")?;
+        Ok(ListResponse { processes: state.envd.processes.list() })
+    })
+    .await
+}
+
+async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
+    match input {
+        Input::Stdin(data) => process.write(&data, false).await?,
+        Input::Pty(data) => process.write(&data, true).await?,
+    }
+    Ok(())
+}
+
+/// `SendInput`.
+pub async fn send_input(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    connect::handle_unary(&headers, body, |req: SendInputRequest| async move {
+        state.admit(&caller, "process_stdin")?;
+        let process = state.envd.processes.find(&req.process)?;
+        send(&process, req.input).await?;
+        Ok(Empty {})
+    })
+    .await
+}
+
+/// `StreamInput`: a start message naming the process, then input messages, in order.
+pub async fn stream_input(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Some(refusal) = connect::media_type_refusal(&headers, &connect::STREAM_TYPES) {
+        return refusal;
+    }
+    let result = async {
+        connect::check_stream(&headers)?;
+        let options = CallOptions::from_headers(&headers)?;
+        state.admit(&caller, "process_stdin")?;
+        let work = async {
+            let mut messages = Box::pin(connect::stream_messages::<StreamInputRequest>(body));
+            let mut process = None;
+            while let Some(message) = messages.next().await {
+                match (message?, &process) {
+                    (StreamInputRequest::Start { process: selector }, None) => {
+                        process = Some(state.envd.processes.find(&selector)?);
+                    }
+                    (StreamInputRequest::Start { .. }, Some(_)) => {
+                        return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
+                    }
+                    (StreamInputRequest::Data { input }, Some(target)) => send(target, input).await?,
+                    (StreamInputRequest::Data { .. }, None) => {
+                        return Err(ConnectError::new(
+                            Code::InvalidArgument,
+                            "the first message must name the process",
+                        ));
+                    }
+                    (StreamInputRequest::Keepalive {}, _) => {}
+                }
+            }
+            Ok(())
+        };
+        match options.timeout {
+            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| connect::deadline_exceeded())?,
+            None => work.await,
+        }
+    }
+    .await;
+    match result {
+        Ok(()) => connect::stream_response(futures_util::stream::once(async { Ok(Empty {}) })),
+        Err(error) => connect::stream_error(error),
+    }
+}
+
+/// `CloseStdin`.
+pub async fn close_stdin(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    connect::handle_unary(&headers, body, |req: SelectRequest| async move {
+        state.admit(&caller, "process_stdin")?;
+        state.envd.processes.find(&req.process)?.close_stdin().await?;
+        Ok(Empty {})
+    })
+    .await
+}
+
+/// `SendSignal`: `SIGTERM` or `SIGKILL` to the process's group.
+pub async fn send_signal(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    connect::handle_unary(&headers, body, |req: SendSignalRequest| async move {
+        state.admit(&caller, "process_signal")?;
+        let signal = match req.signal {
+            Signal::Term => nix::sys::signal::Signal::SIGTERM,
+            Signal::Kill => nix::sys::signal::Signal::SIGKILL,
+        };
+        let process = state.envd.processes.find(&req.process)?;
+        process.signal(signal)?;
+        if signal == nix::sys::signal::Signal::SIGKILL {
+            // Answer once it is gone, so a List right after no longer shows it.
+            process.exited(KILL_SETTLE).await;
+        }
+        Ok(Empty {})
+    })
+    .await
+}
+
+/// `Update`: resizes a terminal process.
+pub async fn update(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    connect::handle_unary(&headers, body, |req: UpdateRequest| async move {
+        state.admit(&caller, "pty_resize")?;
+        let process = state.envd.processes.find(&req.process)?;
+        if let Some(pty) = req.pty {
+            process.resize(pty.size.cols, pty.size.rows)?;
+        }
+        Ok(Empty {})
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_back_into_the_same_words() {
+        let argv: Vec<String> = ["/bin/bash", "-l", "-c", "echo 'hi' \"$X\" && ls", "", "a b"].map(String::from).into();
+        let line = command_line(&argv);
+        assert_eq!(crate::process::split::split(&line).expect("splits"), argv);
+    }
+}

@@ -1,0 +1,243 @@
+//! Handlers of the process group: `/shell`, `/shell/stream`, `/process/*`.
+//!
+//! Each extracts, calls `process`, and maps the result; `/shell/stream`
+//! answers server-sent events with keep-alive comments. A client that
+//! disconnects from `/shell/stream` has its command's process group
+//! terminated (SIGTERM, then SIGKILL after a grace).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::Json;
+use nix::sys::signal::Signal;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::extract::{JsonBody, Query};
+use super::AppState;
+use crate::api::process::{
+    ExecRequest, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest, SignalResult,
+    Started, StdinRequest, StdinResult,
+};
+use crate::endpoints::Limit;
+use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
+use crate::policy::{Grant, LimitValue};
+use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
+
+/// Keep-alive comment interval of `/shell/stream`.
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+impl ProcessError {
+    /// The wire error, naming `endpoint` on policy refusals (as the reference).
+    pub fn into_api(self, endpoint: &str) -> ApiError {
+        let error = |status, message: String, error_type| ApiError::new(status, message, error_type);
+        match self {
+            ProcessError::Denied(denial) => ApiError::from(denial).with_endpoint(endpoint),
+            ProcessError::Invalid(message) => ApiError::bad_request(message),
+            ProcessError::Spawn { message, error_type } => {
+                error(StatusCode::INTERNAL_SERVER_ERROR, message, error_type).with_code("spawn_failed")
+            }
+            e @ ProcessError::Timeout(_) => {
+                error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), "TimeoutError").with_code("timeout")
+            }
+            e @ ProcessError::ProcessLimit(_) => {
+                error(StatusCode::TOO_MANY_REQUESTS, e.to_string(), "ResourceError").with_code("process_limit")
+            }
+            e @ (ProcessError::NotFound(_) | ProcessError::Exited(_)) => {
+                error(StatusCode::NOT_FOUND, e.to_string(), "NotFoundError")
+            }
+            ProcessError::Conflict(message) => error(StatusCode::CONFLICT, message, "ConflictError"),
+            e @ ProcessError::Refused(_) => error(StatusCode::FORBIDDEN, e.to_string(), "PermissionError"),
+            ProcessError::Internal(detail) => {
+                tracing::error!(endpoint, detail, "process operation failed");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
+    grant.limit(key).map(|v| usize::try_from(v.as_u64()).unwrap_or(usize::MAX))
+}
+
+/// Checks and builds the command. Its file-system checks are a few `stat`s
+/// of local paths, done inline as `tokio::process` resolves programs; a
+/// `user` lookup may ask a remote user database, so it runs on the blocking pool.
+async fn prepared(app: &AppState, grant: &Grant, request: ExecRequest, kind: ExecKind) -> Result<ExecSpec, ApiError> {
+    let id = grant.endpoint().id;
+    if request.user.is_none() {
+        return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
+    }
+    let (grant, env) = (grant.clone(), app.env.clone());
+    tokio::task::spawn_blocking(move || prepare(&grant, &env, &request, kind))
+        .await
+        .map_err(|e| ProcessError::Internal(format!("prepare task: {e}")).into_api(id))?
+        .map_err(|e| e.into_api(id))
+}
+
+/// `POST /shell`: run to completion.
+pub async fn shell(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(request): JsonBody<ExecRequest>,
+) -> Result<Json<ShellResult>, ApiError> {
+    let id = grant.endpoint().id;
+    let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
+    let _slot = app.processes.reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
+    let spec = prepared(&app, &grant, request, ExecKind::Shell).await?;
+    let result = run::run(spec, limit_usize(&grant, Limit::MaxOutputBytes)).await.map_err(|e| e.into_api(id))?;
+    Ok(Json(result))
+}
+
+fn sse(event: &ShellEvent) -> Event {
+    Event::default().event(event.name()).data(event.data().to_string())
+}
+
+/// `POST /shell/stream`: run and stream line events.
+pub async fn shell_stream(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(request): JsonBody<ExecRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = grant.endpoint().id;
+    let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
+    let slot = app.processes.reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
+    let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
+    let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
+    let events = run::stream(spec, max_output, app.shutdown.clone(), move || drop(slot));
+    let body = futures_util::stream::unfold(events, |mut events| async move {
+        events.recv().await.map(|event| (Ok::<_, Infallible>(sse(&event)), events))
+    });
+    Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)))
+}
+
+/// `POST /process/start`: start in the background.
+pub async fn start(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(request): JsonBody<ExecRequest>,
+) -> Result<Json<Started>, ApiError> {
+    let id = grant.endpoint().id;
+    let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
+    let slot = app.processes.reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
+    let (capture, stdin) = (request.capture_output, request.stdin);
+    let spec = prepared(&app, &grant, request, ExecKind::Start).await?;
+    let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
+    let started = app.processes.start(spec, capture, stdin, max_output, slot).await.map_err(|e| e.into_api(id))?;
+    Ok(Json(started))
+}
+
+/// `GET /process/list`.
+pub async fn list(State(app): State<AppState>) -> Json<ProcessList> {
+    Json(ProcessList { processes: app.processes.list() })
+}
+
+/// Python's `repr` of a string, as the reference quotes values in messages.
+fn py_repr(text: &str) -> String {
+    if text.contains('\'') && !text.contains('"') {
+        format!("\"{text}\"")
+    } else {
+        format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+}
+
+fn parse_pid(raw: &str) -> Result<i64, ApiError> {
+    raw.trim().parse::<i64>().map_err(|_| ApiError::bad_request(format!("Invalid pid: {}", py_repr(raw))))
+}
+
+/// `GET /process/{pid}`.
+pub async fn detail(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(raw): Path<String>,
+) -> Result<Json<ProcessInfo>, ApiError> {
+    let pid = parse_pid(&raw)?;
+    app.processes.get(pid).map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+}
+
+/// The signal number of a body, read as Python's `int(...)`.
+fn signal_number(body: &SignalRequest) -> Result<i64, ApiError> {
+    let Some(value) = &body.signal else {
+        return Err(ApiError::bad_request("Missing 'signal' in body"));
+    };
+    let number = match value {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        Value::Bool(b) => Some(i64::from(*b)),
+        _ => None,
+    };
+    number.ok_or_else(|| {
+        let shown = match value {
+            Value::String(s) => py_repr(s),
+            other => other.to_string(),
+        };
+        ApiError::bad_request(format!("Invalid signal value: {shown}"))
+    })
+}
+
+/// `POST /process/{pid}/signal`: one of the allowed signals, to the process's group.
+pub async fn signal(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(raw): Path<String>,
+    JsonBody(body): JsonBody<SignalRequest>,
+) -> Result<Json<SignalResult>, ApiError> {
+    let id = grant.endpoint().id;
+    let pid = parse_pid(&raw)?;
+    let number = signal_number(&body)?;
+    if !ALLOWED_SIGNALS.contains(&number) {
+        return Err(ApiError::bad_request(format!("Signal {number} not allowed; permitted: [2, 9, 15, 18, 20]")));
+    }
+    check_signal(&grant, number).map_err(|d| ProcessError::from(d).into_api(id))?;
+    if pid == 1 || pid == i64::from(std::process::id()) {
+        return Err(ProcessError::Refused(pid).into_api(id));
+    }
+    let signal = i32::try_from(number).ok().and_then(|n| Signal::try_from(n).ok());
+    let signal = signal.ok_or_else(|| ApiError::bad_request(format!("Invalid signal value: {number}")))?;
+    app.processes.signal(pid, signal).map_err(|e| e.into_api(id))?;
+    Ok(Json(SignalResult { pid: i32::try_from(pid).unwrap_or_default(), signal: signal as i32 }))
+}
+
+/// `POST /process/{pid}/stdin`.
+pub async fn stdin(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(raw): Path<String>,
+    JsonBody(body): JsonBody<StdinRequest>,
+) -> Result<Json<StdinResult>, ApiError> {
+    let pid = parse_pid(&raw)?;
+    app.processes.write_stdin(pid, body).await.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+}
+
+/// Query of `GET /process/{pid}/output`.
+#[derive(Debug, Deserialize)]
+pub struct OutputQuery {
+    since: Option<String>,
+    wait: Option<String>,
+}
+
+/// `GET /process/{pid}/output?since=&wait=`: captured output from a cursor, long-polling.
+pub async fn output(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(raw): Path<String>,
+    Query(query): Query<OutputQuery>,
+) -> Result<Json<ProcessOutput>, ApiError> {
+    let pid = parse_pid(&raw)?;
+    let invalid = || ApiError::bad_request("Invalid 'since' or 'wait'");
+    let since = match query.since.as_deref() {
+        None => 0,
+        Some(s) => s.trim().parse::<i64>().map_err(|_| invalid())?.max(0).unsigned_abs(),
+    };
+    let wait = match query.wait.as_deref() {
+        None => 0.0,
+        Some(w) => w.trim().parse::<f64>().map_err(|_| invalid())?,
+    };
+    app.processes.output(pid, since, wait).await.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+}

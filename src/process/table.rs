@@ -1,0 +1,412 @@
+//! Background processes (`/process/*`) and the process limits of every exec endpoint.
+//!
+//! A started process keeps a record: its command, start time, [`Job`], an
+//! optional stdin pipe and an optional [`Capture`] of its output. Output is
+//! read as it comes, whether or not anyone is reading it, into the bounded
+//! capture; readers hold cursors and never slow the process. Exited
+//! processes stay queryable for [`RETAIN_EXITED_FOR`] (at most
+//! [`MAX_EXITED`] of them), then are forgotten.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use bytes::Bytes;
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+
+use super::output::{Capture, Stream, Utf8Chunker};
+use super::reaper::SignalError;
+use super::run::KILL_GRACE;
+use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
+use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
+
+/// How long an exited process stays queryable.
+pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
+/// How many exited processes stay queryable.
+pub const MAX_EXITED: usize = 64;
+/// `max_processes` of `/process/start` when the policy sets none, as the reference.
+pub const DEFAULT_MAX_PROCESSES: u64 = 100;
+/// Capture budget when the policy sets no `max_output_bytes`, as the reference.
+pub const DEFAULT_CAPTURE_BYTES: usize = 1024 * 1024;
+/// Longest `wait` of `/process/{pid}/output`, as the reference.
+pub const MAX_OUTPUT_WAIT: f64 = 30.0;
+const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Which kind of run a process slot is for; each has its own count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotKind {
+    /// `/process/start`.
+    Background,
+    /// `/shell`.
+    Shell,
+    /// `/shell/stream`.
+    Stream,
+}
+
+/// A reserved place under `max_processes`; released when dropped.
+pub struct Slot {
+    processes: Arc<Inner>,
+    kind: SlotKind,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("kind", &self.kind).finish()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.processes.lock();
+        let count = counts.live.entry(slot_key(self.kind)).or_default();
+        *count = count.saturating_sub(1);
+    }
+}
+
+fn slot_key(kind: SlotKind) -> u8 {
+    kind as u8
+}
+
+struct Record {
+    command: String,
+    started_at: f64,
+    job: Job,
+    capture: Option<Arc<Capture>>,
+    stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+    exited_at: OnceLock<Instant>,
+}
+
+impl Record {
+    fn info(&self) -> ProcessInfo {
+        let status = self.job.status();
+        ProcessInfo {
+            pid: self.job.pid(),
+            command: self.command.clone(),
+            state: if status.is_some() { "exited" } else { "running" }.into(),
+            started_at: self.started_at,
+            exit_code: status.map(|s| s.code()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    records: HashMap<i32, Arc<Record>>,
+    live: HashMap<u8, u64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    table: Mutex<Table>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The process service behind the `/process/*` endpoints.
+#[derive(Clone, Default)]
+pub struct Processes {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Processes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processes").finish_non_exhaustive()
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl Processes {
+    /// An empty table.
+    pub fn new() -> Self {
+        Processes::default()
+    }
+
+    /// Reserves a slot of `kind` under `limit` (`None`: unlimited).
+    ///
+    /// # Errors
+    /// [`ProcessError::ProcessLimit`] when `limit` runs of that kind are live.
+    pub fn reserve(&self, kind: SlotKind, limit: Option<u64>) -> Result<Slot, ProcessError> {
+        let mut table = self.inner.lock();
+        let count = table.live.entry(slot_key(kind)).or_default();
+        if let Some(limit) = limit {
+            if *count >= limit {
+                return Err(ProcessError::ProcessLimit(limit));
+            }
+        }
+        *count += 1;
+        Ok(Slot { processes: Arc::clone(&self.inner), kind })
+    }
+
+    /// `POST /process/start`: starts `spec` in the background; the slot is
+    /// held until the process exits.
+    ///
+    /// # Errors
+    /// [`ProcessError::Spawn`] when it cannot start.
+    pub async fn start(
+        &self,
+        spec: ExecSpec,
+        capture_output: bool,
+        with_stdin: bool,
+        max_output: Option<usize>,
+        slot: Slot,
+    ) -> Result<Started, ProcessError> {
+        use std::process::Stdio;
+        let pipe_or_null = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+        let spawned =
+            spawn(&spec, pipe_or_null(with_stdin), pipe_or_null(capture_output), pipe_or_null(capture_output))?;
+        let job = spawned.job;
+        let stdin = match spawned.stdin {
+            Some(fd) => Some(
+                pipe::Sender::from_owned_fd(fd.into())
+                    .map_err(|e| ProcessError::Internal(format!("stdin pipe: {e}")))?,
+            ),
+            None => None,
+        };
+        let capture = capture_output.then(|| Arc::new(Capture::new(max_output.unwrap_or(DEFAULT_CAPTURE_BYTES), 2)));
+        if let Some(capture) = &capture {
+            for (fd, stream) in
+                [(spawned.stdout.map(Into::into), Stream::Stdout), (spawned.stderr.map(Into::into), Stream::Stderr)]
+            {
+                pump(fd, stream, Arc::clone(capture));
+            }
+        }
+        let record = Arc::new(Record {
+            command: spec.command.clone(),
+            started_at: unix_now(),
+            job: job.clone(),
+            capture,
+            stdin: tokio::sync::Mutex::new(stdin),
+            exited_at: OnceLock::new(),
+        });
+        {
+            let mut table = self.inner.lock();
+            prune(&mut table);
+            table.records.insert(job.pid(), Arc::clone(&record));
+        }
+        let deadline = spec.deadline();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match deadline {
+                Some(limit) => {
+                    if tokio::time::timeout(limit, record.job.exited()).await.is_err() {
+                        record.job.terminate(KILL_GRACE).await;
+                    }
+                }
+                None => {
+                    record.job.exited().await;
+                }
+            }
+            let _ = record.exited_at.set(Instant::now());
+        });
+        Ok(Started { pid: job.pid(), command: spec.command })
+    }
+
+    fn find(&self, pid: i64) -> Result<Arc<Record>, ProcessError> {
+        let mut table = self.inner.lock();
+        prune(&mut table);
+        i32::try_from(pid).ok().and_then(|p| table.records.get(&p).cloned()).ok_or(ProcessError::NotFound(pid))
+    }
+
+    /// `GET /process/list`: every known process, oldest first.
+    pub fn list(&self) -> Vec<ProcessInfo> {
+        let mut table = self.inner.lock();
+        prune(&mut table);
+        let mut all: Vec<ProcessInfo> = table.records.values().map(|r| r.info()).collect();
+        all.sort_by(|a, b| a.started_at.total_cmp(&b.started_at));
+        all
+    }
+
+    /// `GET /process/{pid}`.
+    ///
+    /// # Errors
+    /// [`ProcessError::NotFound`].
+    pub fn get(&self, pid: i64) -> Result<ProcessInfo, ProcessError> {
+        Ok(self.find(pid)?.info())
+    }
+
+    /// `POST /process/{pid}/signal`: sends `signal` to the process's group
+    /// (as a terminal's job control does). Admission checks are the caller's.
+    ///
+    /// # Errors
+    /// [`ProcessError::NotFound`], [`ProcessError::Exited`], or the kernel's refusal.
+    pub fn signal(&self, pid: i64, signal: Signal) -> Result<(), ProcessError> {
+        let record = self.find(pid)?;
+        if record.job.status().is_some() {
+            return Err(ProcessError::Exited(pid));
+        }
+        match record.job.signal_group(signal) {
+            Ok(()) => Ok(()),
+            Err(SignalError::Exited) => Err(ProcessError::Exited(pid)),
+            Err(SignalError::Os(nix::errno::Errno::EPERM)) => Err(ProcessError::Refused(pid)),
+            Err(SignalError::Os(errno)) => Err(ProcessError::Internal(format!("kill({pid}): {errno}"))),
+        }
+    }
+
+    /// `POST /process/{pid}/stdin`.
+    ///
+    /// # Errors
+    /// 404 for an unknown pid, 409 without a stdin pipe or when it is closed
+    /// or not read, 400 for malformed data.
+    pub async fn write_stdin(&self, pid: i64, request: StdinRequest) -> Result<StdinResult, ProcessError> {
+        let record = self.find(pid)?;
+        let mut stdin = record.stdin.lock().await;
+        let Some(sender) = stdin.as_mut() else {
+            return Err(ProcessError::Conflict(format!("Process {pid} was not started with stdin enabled")));
+        };
+        let data = stdin_bytes(&request)?;
+        if data.is_empty() && !request.eof {
+            return Err(ProcessError::Invalid("Provide 'data', 'data_base64' or 'eof'".into()));
+        }
+        if !data.is_empty() {
+            match tokio::time::timeout(STDIN_WRITE_TIMEOUT, sender.write_all(&data)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(ProcessError::Conflict(format!("stdin closed: {}", py_os_error(&e)))),
+                Err(_) => return Err(ProcessError::Conflict(format!("stdin full: process {pid} is not reading it"))),
+            }
+        }
+        if request.eof {
+            *stdin = None;
+        }
+        Ok(StdinResult { pid: record.job.pid(), written: data.len(), closed: request.eof })
+    }
+
+    /// `GET /process/{pid}/output`: captured events from `since`, waiting up
+    /// to `wait` seconds for one while the process may still produce output.
+    ///
+    /// # Errors
+    /// 404 for an unknown pid, 409 when it was started without `capture_output`.
+    pub async fn output(&self, pid: i64, since: u64, wait: f64) -> Result<ProcessOutput, ProcessError> {
+        let record = self.find(pid)?;
+        let Some(capture) = record.capture.clone() else {
+            return Err(ProcessError::Conflict(format!("Process {pid} was started without capture_output")));
+        };
+        let wait = Duration::try_from_secs_f64(wait.clamp(0.0, MAX_OUTPUT_WAIT)).unwrap_or_default();
+        let deadline = tokio::time::sleep(wait);
+        tokio::pin!(deadline);
+        loop {
+            let (next, open) = capture.position();
+            let running = record.job.status().is_none();
+            if next > since || !(running || open) {
+                break;
+            }
+            let woken = async {
+                match (running, open) {
+                    (true, true) => {
+                        tokio::select! {
+                            () = capture.wait_beyond(since) => {}
+                            _ = record.job.exited() => {}
+                        }
+                    }
+                    (true, false) => {
+                        record.job.exited().await;
+                    }
+                    _ => capture.wait_beyond(since).await,
+                }
+            };
+            tokio::select! {
+                () = woken => {}
+                () = &mut deadline => break,
+            }
+        }
+        let read = capture.read(since);
+        let info = record.info();
+        Ok(ProcessOutput {
+            pid: info.pid,
+            events: read.events.into_iter().map(output_event).collect(),
+            next: read.next,
+            state: info.state,
+            exit_code: info.exit_code,
+            dropped: read.dropped,
+            lagged: read.lagged,
+        })
+    }
+
+    /// Every process this table knows, running or not (for tests and shutdown reports).
+    pub fn len(&self) -> usize {
+        self.inner.lock().records.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn output_event(event: super::output::CapturedEvent) -> OutputEvent {
+    let data = String::from_utf8_lossy(&event.bytes).into_owned();
+    let exact = std::str::from_utf8(&event.bytes).is_ok();
+    OutputEvent {
+        seq: event.seq,
+        stream: event.stream.as_str().into(),
+        data,
+        data_base64: (!exact).then(|| base64::engine::general_purpose::STANDARD.encode(&event.bytes)),
+    }
+}
+
+fn stdin_bytes(request: &StdinRequest) -> Result<Vec<u8>, ProcessError> {
+    use serde_json::Value;
+    if let Some(encoded) = &request.data_base64 {
+        let text = match encoded {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(|e| ProcessError::Invalid(format!("Invalid base64: {e}")));
+    }
+    match &request.data {
+        None => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        Some(_) => Err(ProcessError::Invalid("'data' must be a string".into())),
+    }
+}
+
+/// Copies a child's pipe into its capture until EOF, whether or not anyone reads.
+pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Capture>) {
+    let Some(mut pipe) = fd.and_then(|fd| receiver(fd).ok()) else {
+        capture.close_stream();
+        return;
+    };
+    tokio::spawn(async move {
+        let mut chunker = Utf8Chunker::default();
+        let mut chunk = vec![0u8; READ_CHUNK];
+        loop {
+            match pipe.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))),
+            }
+        }
+        capture.push(stream, Bytes::from(chunker.finish()));
+        capture.close_stream();
+    });
+}
+
+/// Forgets exited processes past the retention time or count.
+fn prune(table: &mut Table) {
+    let now = Instant::now();
+    let mut exited: Vec<(Instant, i32)> = table
+        .records
+        .iter()
+        .filter(|(_, r)| r.job.status().is_some())
+        .map(|(pid, r)| (r.exited_at.get().copied().unwrap_or(now), *pid))
+        .collect();
+    exited.sort();
+    let excess = exited.len().saturating_sub(MAX_EXITED);
+    for (i, (at, pid)) in exited.into_iter().enumerate() {
+        if i < excess || now.duration_since(at) > RETAIN_EXITED_FOR {
+            table.records.remove(&pid);
+        }
+    }
+}

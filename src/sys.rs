@@ -1,0 +1,138 @@
+//! The only place with `unsafe`: what a child does between `fork` and
+//! `exec`, and the pidfd that tells the daemon when a child exits.
+//!
+//! [`prepare_child`] installs one `pre_exec` hook that, in the forked child,
+//! raises its `oom_score_adj` (so the kernel's OOM killer prefers the
+//! workload to the daemon), optionally starts a new session (terminals), and
+//! optionally drops to another user (supplementary groups, group, user, in
+//! that order, after everything that needs root). Everything the hook uses is
+//! computed beforehand; the hook itself only makes system calls.
+//! [`pidfd_open`] and [`readable_source`] let a task await a child's exit on
+//! the runtime's epoll.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::Mode;
+use nix::unistd::{setgid, setgroups, setsid, setuid, write, Gid, Uid};
+
+/// The user a child runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// User id.
+    pub uid: Uid,
+    /// Primary group id.
+    pub gid: Gid,
+    /// Supplementary groups.
+    pub groups: Vec<Gid>,
+}
+
+/// What a child sets up for itself before `exec`.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSetup {
+    /// Written to `/proc/self/oom_score_adj`; failures are ignored.
+    pub oom_score_adj: Option<i32>,
+    /// Become a session (and process group) leader, as a terminal's shell must.
+    pub new_session: bool,
+    /// After `setsid`, make standard input (a terminal's slave side) the
+    /// controlling terminal, so job control and `^C` work as in a real terminal.
+    pub controlling_terminal: bool,
+    /// Drop to this user.
+    pub credentials: Option<Credentials>,
+}
+
+/// Installs `setup` as `command`'s pre-exec hook.
+pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
+    if setup.oom_score_adj.is_none() && !setup.new_session && setup.credentials.is_none() {
+        return;
+    }
+    let oom = setup.oom_score_adj.map(|value| {
+        let text = value.to_string();
+        let mut buf = [0u8; 16];
+        let len = text.len().min(buf.len());
+        buf[..len].copy_from_slice(&text.as_bytes()[..len]);
+        (buf, len)
+    });
+    let new_session = setup.new_session;
+    let controlling_terminal = setup.controlling_terminal;
+    let credentials = setup.credentials;
+    let hook = move || -> io::Result<()> {
+        if let Some((buf, len)) = &oom {
+            // Best effort: without /proc or the privilege, the child keeps the daemon's value.
+            if let Ok(fd) = open(c"/proc/self/oom_score_adj", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty()) {
+                let _ = write(&fd, &buf[..*len]);
+            }
+        }
+        if new_session {
+            setsid().map_err(io::Error::from)?;
+            if controlling_terminal {
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            }
+        }
+        if let Some(c) = &credentials {
+            setgroups(&c.groups).map_err(io::Error::from)?;
+            setgid(c.gid).map_err(io::Error::from)?;
+            setuid(c.uid).map_err(io::Error::from)?;
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child of a multi-threaded process,
+    // where only async-signal-safe calls are allowed. It allocates nothing
+    // (the value, path and credentials were prepared above) and only makes
+    // the system calls open, write, close, setsid, the TIOCSCTTY ioctl on
+    // fd 0 (which std has already pointed at the terminal), setgroups,
+    // setgid and setuid, all async-signal-safe. Errors are built from raw errno values,
+    // which does not allocate.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+/// A pidfd for `pid` (Linux 5.3 and later): a descriptor that becomes
+/// readable when the process exits, so its exit can be awaited with epoll on
+/// the waiting thread. The caller must hold `pid` unreaped, so it names the
+/// right process.
+///
+/// # Errors
+/// The kernel's refusal (`ENOSYS` on old kernels, `ESRCH`).
+pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes two integers (a pid and flags, none) and
+    // returns a new descriptor or -1; no memory is shared with the kernel.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("descriptor out of range"))?;
+    // SAFETY: the kernel has just returned this descriptor; nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Registers an owned descriptor with the current tokio runtime for readability.
+///
+/// # Errors
+/// No runtime on this thread, or epoll refuses the descriptor.
+pub fn readable_source(fd: std::os::fd::OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    // SAFETY: the `AsyncFd` takes ownership of the `OwnedFd`, which keeps the
+    // descriptor open, unchanged and returned by every `as_raw_fd` call until
+    // the `AsyncFd` is dropped; a runtime is current (checked above).
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}
+
+/// Registers a terminal's master side with the runtime's reactor.
+///
+/// # Errors
+/// The descriptor cannot be made non-blocking or registered.
+pub fn register_master(master: std::os::fd::OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    rustix::io::ioctl_fionbio(&master, true)?;
+    // SAFETY: `AsyncFd::register` needs the descriptor to stay open and
+    // unchanged while registered. The `OwnedFd` is moved into the `AsyncFd`,
+    // which is its only owner: nothing else can close or replace it, and it
+    // is closed only when the `AsyncFd` (deregistering it first) is dropped.
+    Ok(unsafe { tokio::io::unix::AsyncFd::register(master) }?)
+}
