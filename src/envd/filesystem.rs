@@ -10,7 +10,7 @@ use super::{Account, EnvdError};
 use crate::api::envd::filesystem::EntryInfo;
 use crate::fs::meta::Kind;
 use crate::fs::safe;
-use crate::fs::write::SweptDirs;
+use crate::fs::write::Writes;
 use crate::fs::{ops, FsError};
 use crate::policy::{Op, PathGuard};
 
@@ -64,14 +64,14 @@ pub fn move_entry(
     guard: &PathGuard,
     source: &str,
     destination: &str,
-    swept: &SweptDirs,
+    writes: &Writes,
 ) -> Result<EntryInfo, EnvdError> {
     let from = resolve_link(guard, source, Op::Delete)?;
     let to = resolve_link(guard, destination, Op::Write)?;
     if from.path != to.path && crate::fs::list::stat_of(guard, &to)?.is_some_and(|st| st.is_dir()) {
         return Err(EnvdError::AlreadyExists(format!("destination is a directory: {}", to.path.display())));
     }
-    let moved = ops::rename(guard, &from, &to, source, swept).map_err(|e| match e {
+    let moved = ops::rename(guard, &from, &to, source, writes).map_err(|e| match e {
         FsError::NotFound(_) => EnvdError::NotFound(format!("source file not found: {}", from.path.display())),
         other => not_a_directory(other),
     })?;
@@ -128,11 +128,11 @@ mod tests {
         assert!(matches!(make_dir(&guard, "x/y", None), Err(EnvdError::AlreadyExists(_))));
         std::fs::write(real.join("f"), b"1").expect("write");
         assert!(matches!(make_dir(&guard, "f", None), Err(EnvdError::Invalid(_))));
-        let moved = move_entry(&guard, "f", "deep/er/g", &SweptDirs::default()).expect("move");
+        let moved = move_entry(&guard, "f", "deep/er/g", &Writes::default()).expect("move");
         assert_eq!(moved.path, real.join("deep/er/g").display().to_string());
-        assert!(matches!(move_entry(&guard, "f", "h", &SweptDirs::default()), Err(EnvdError::NotFound(_))));
+        assert!(matches!(move_entry(&guard, "f", "h", &Writes::default()), Err(EnvdError::NotFound(_))));
         assert!(matches!(
-            move_entry(&guard, "deep/er/g", "x", &SweptDirs::default()),
+            move_entry(&guard, "deep/er/g", "x", &Writes::default()),
             Err(EnvdError::AlreadyExists(_))
         ));
         std::os::unix::fs::symlink("deep", real.join("link")).expect("symlink");

@@ -30,6 +30,8 @@ use crate::policy::{Grant, Identity, LimitValue, Op, ParamValue, Permit};
 const GUNZIP_STEP: usize = 4096;
 /// Raw bytes per chunk of a gzip-encoded download.
 const GZIP_CHUNK: usize = 256 * 1024;
+/// Compressed chunks queued ahead of the client.
+const GZIP_QUEUE: usize = 4;
 
 /// A refusal, already written.
 type Refused = Box<Response>;
@@ -180,7 +182,7 @@ fn send(headers: &HeaderMap, opened: read::OpenFile) -> Response {
 
 /// The first `len` bytes of `file`, gzip-compressed on a blocking thread, a few chunks ahead of the client.
 fn gzip_stream(file: std::fs::File, len: u64) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(read::QUEUE);
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(GZIP_QUEUE);
     tokio::task::spawn_blocking(move || {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         let mut buffer = vec![0u8; GZIP_CHUNK];

@@ -107,7 +107,7 @@ pub async fn move_entry(
         let (check, files) = (state.clone(), state.app.files.clone());
         let entry = blocking(move || {
             check.account(caller.user)?;
-            ops::move_entry(&guard, &source, &destination, files.swept())
+            ops::move_entry(&guard, &source, &destination, files.writes())
         })
         .await?;
         Ok(EntryResponse { entry })
