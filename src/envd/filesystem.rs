@@ -60,12 +60,7 @@ pub fn make_dir(guard: &PathGuard, raw: &str, account: Option<&Account>) -> Resu
 /// # Errors
 /// [`EnvdError::NotFound`] for a missing source; [`EnvdError::AlreadyExists`]
 /// when the destination is an existing directory.
-pub fn move_entry(
-    guard: &PathGuard,
-    source: &str,
-    destination: &str,
-    writes: &Writes,
-) -> Result<EntryInfo, EnvdError> {
+pub fn move_entry(guard: &PathGuard, source: &str, destination: &str, writes: &Writes) -> Result<EntryInfo, EnvdError> {
     let from = resolve_link(guard, source, Op::Delete)?;
     let to = resolve_link(guard, destination, Op::Write)?;
     if from.path != to.path && crate::fs::list::stat_of(guard, &to)?.is_some_and(|st| st.is_dir()) {
@@ -131,10 +126,7 @@ mod tests {
         let moved = move_entry(&guard, "f", "deep/er/g", &Writes::default()).expect("move");
         assert_eq!(moved.path, real.join("deep/er/g").display().to_string());
         assert!(matches!(move_entry(&guard, "f", "h", &Writes::default()), Err(EnvdError::NotFound(_))));
-        assert!(matches!(
-            move_entry(&guard, "deep/er/g", "x", &Writes::default()),
-            Err(EnvdError::AlreadyExists(_))
-        ));
+        assert!(matches!(move_entry(&guard, "deep/er/g", "x", &Writes::default()), Err(EnvdError::AlreadyExists(_))));
         std::os::unix::fs::symlink("deep", real.join("link")).expect("symlink");
         remove(&guard, "link").expect("remove the link");
         assert!(real.join("deep/er/g").exists(), "the target survives");
