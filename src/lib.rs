@@ -25,6 +25,7 @@
 //! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
+//! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
 //! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
@@ -55,6 +56,7 @@ pub mod pty;
 pub mod server;
 pub mod sys;
 pub mod system;
+pub mod time;
 
 /// Version reported by `version` and `/capabilities`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::api::code::{ExecutionResult, OutputLine};
+use crate::time::utc_parts;
 
 /// Largest event accepted from a driver (a big image result fits).
 pub const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -188,25 +189,8 @@ fn unquote(text: String) -> String {
 /// RFC 3339 UTC timestamp with microseconds, as output lines carry.
 pub fn timestamp(at: SystemTime) -> String {
     let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_micros()
-    )
+    let (year, month, day, h, m, s) = utc_parts(i64::try_from(since.as_secs()).unwrap_or(i64::MAX));
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}+00:00", since.subsec_micros())
 }
 
 /// An `error` line.

@@ -29,6 +29,34 @@ pub fn repr_str(s: &str) -> String {
     out
 }
 
+/// `json.dumps` of a string with Python's defaults (`ensure_ascii`): the
+/// short escapes (`\n`, `\b`, ...), printable ASCII as it is, and every
+/// other character as `\uXXXX` UTF-16 units.
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Python's `repr` of a JSON-decoded value (`None`, `True`, `[1, 'a']`, `{'k': 1.0}`).
 pub fn repr(value: &Value) -> String {
     match value {
@@ -210,6 +238,15 @@ mod tests {
         assert_eq!(
             str_of(&json!([1, "a", {"k": null}, 1.0, 1e20, 1e-5, true])),
             "[1, 'a', {'k': None}, 1.0, 1e+20, 1e-05, True]"
+        );
+    }
+
+    #[test]
+    fn json_strings_are_escaped_as_pythons_json_dumps() {
+        // json.dumps("a\b\f\x7f\x01é😀\"\\/\n") in Python.
+        assert_eq!(
+            json_str("a\u{8}\u{c}\u{7f}\u{1}é\u{1F600}\"\\/\n"),
+            r#""a\b\f\u007f\u0001\u00e9\ud83d\ude00\"\\/\n""#
         );
     }
 

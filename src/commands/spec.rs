@@ -268,34 +268,11 @@ impl ArgSpec {
 fn listed(value: &Value, kind: ArgType) -> String {
     match (kind, value) {
         (ArgType::StringArray, Value::Array(items)) => {
-            let items: Vec<String> = items.iter().map(|s| ascii_json(s.as_str().unwrap_or_default())).collect();
+            let items: Vec<String> = items.iter().map(|s| python::json_str(s.as_str().unwrap_or_default())).collect();
             format!("[{}]", items.join(", "))
         }
         _ => python::str_of(value),
     }
-}
-
-/// `json.dumps` of a string (non-ASCII escaped, as Python's default).
-fn ascii_json(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
-            c => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Splits an `argv` element into text and `{arg}` placeholders (`{{` is a literal `{`).

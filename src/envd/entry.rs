@@ -219,15 +219,7 @@ pub fn relative_name(root: &Path, path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::rules::compile;
-    use std::path::PathBuf;
-
-    fn setup() -> (tempfile::TempDir, PathGuard, PathBuf) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let real = dir.path().canonicalize().expect("canonical");
-        let guard = PathGuard::new(&real, &compile(&[], true).expect("rules")[0]);
-        (dir, guard, real)
-    }
+    use crate::policy::paths::scratch;
 
     #[test]
     fn permissions_read_like_go() {
@@ -240,7 +232,7 @@ mod tests {
 
     #[test]
     fn symlinks_are_reported_as_links_and_listed_to_a_depth() {
-        let (_d, guard, real) = setup();
+        let (_d, guard, real) = scratch();
         std::fs::create_dir_all(real.join("a/b/c")).expect("mkdir");
         std::fs::write(real.join("a/f"), b"hello").expect("write");
         std::os::unix::fs::symlink("f", real.join("a/l")).expect("symlink");

@@ -106,18 +106,11 @@ fn not_a_directory(e: FsError) -> EnvdError {
 mod tests {
     use super::*;
     use crate::api::envd::filesystem::FileType;
-    use crate::policy::rules::compile;
-
-    fn setup() -> (tempfile::TempDir, PathGuard, std::path::PathBuf) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let real = dir.path().canonicalize().expect("canonical");
-        let guard = PathGuard::new(&real, &compile(&[], true).expect("rules")[0]);
-        (dir, guard, real)
-    }
+    use crate::policy::paths::scratch;
 
     #[test]
     fn make_dir_move_and_remove_follow_envd() {
-        let (_d, guard, real) = setup();
+        let (_d, guard, real) = scratch();
         let made = make_dir(&guard, "x/y", None).expect("mkdir -p");
         assert_eq!((made.kind, made.name.as_str()), (FileType::Directory, "y"));
         assert!(matches!(make_dir(&guard, "x/y", None), Err(EnvdError::AlreadyExists(_))));

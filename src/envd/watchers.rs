@@ -260,7 +260,7 @@ fn new_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::rules::compile;
+    use crate::policy::paths::scratch;
     use crate::policy::Op;
 
     fn names(items: &[Item]) -> Vec<(String, EventType)> {
@@ -275,9 +275,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn changes_become_envd_events_and_polled_watchers_queue_them() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let real = dir.path().canonicalize().expect("canonical");
-        let guard = PathGuard::new(&real, &compile(&[], true).expect("rules")[0]);
+        let (_dir, guard, real) = scratch();
         let target = crate::fs::safe::resolve(&guard, ".", Op::Read, "").expect("resolve");
         std::fs::write(real.join("f"), b"data").expect("write");
         let created = WatchEvent {

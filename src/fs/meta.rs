@@ -5,6 +5,8 @@ use std::os::unix::fs::MetadataExt;
 
 use nix::sys::stat::{FileStat, SFlag};
 
+pub use crate::time::utc_parts;
+
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -134,13 +136,6 @@ pub fn iso8601(time: Time) -> String {
     }
 }
 
-/// `(year, month, day, hour, minute, second)` in UTC of a time in seconds since the epoch.
-pub fn utc_parts(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = u32::try_from(secs.rem_euclid(86_400)).unwrap_or(0);
-    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 fn round_half_even(value: i64, unit: i64) -> i64 {
     let (q, r) = (value / unit, value % unit);
     match (2 * r).cmp(&unit) {
@@ -148,20 +143,6 @@ fn round_half_even(value: i64, unit: i64) -> i64 {
         std::cmp::Ordering::Greater => q + 1,
         std::cmp::Ordering::Equal => q + (q & 1),
     }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
 }
 
 #[cfg(test)]

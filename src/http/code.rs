@@ -170,19 +170,16 @@ mod tests {
     use axum::http::Request;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
-    use tower::ServiceExt;
 
     use super::*;
+    use crate::http::testing::send;
     use crate::policy::document::PolicyDocument;
     use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
     use crate::policy::{PolicyEngine, PolicyInputs};
 
     async fn code_run_with(router: &axum::Router, body: Value) -> (u16, Value) {
         let request = Request::post("/code/run").body(Body::from(body.to_string())).expect("request");
-        let response = router.clone().oneshot(request).await.expect("response");
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
-        (status, serde_json::from_slice(&bytes).expect("JSON"))
+        send(router, request).await
     }
 
     #[tokio::test]

@@ -70,9 +70,9 @@ mod tests {
     use serde_json::{json, Value};
     use sha2::{Digest, Sha256};
     use tokio_util::sync::CancellationToken;
-    use tower::ServiceExt;
 
     use crate::commands::{CommandSpec, Registry};
+    use crate::http::testing::send;
     use crate::policy::document::{AuthSpec, TokenSecret, TokenSpec};
     use crate::policy::{PolicyDocument, PolicyEngine, PolicyInputs};
     use crate::pty::TerminalSettings;
@@ -112,10 +112,7 @@ mod tests {
             .header("authorization", format!("Bearer {token}"))
             .body(Body::from("{}"))
             .expect("request");
-        let response = app.clone().oneshot(request).await.expect("response");
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        (status, serde_json::from_slice(&bytes).expect("JSON"))
+        send(app, request).await
     }
 
     #[tokio::test]

@@ -20,6 +20,8 @@ pub mod pty;
 mod pty_ws;
 pub mod routes;
 mod system;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashSet;
 use std::sync::Arc;

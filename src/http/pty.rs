@@ -149,9 +149,9 @@ mod tests {
     use axum::http::Request;
     use serde_json::{json, Value};
     use tokio_util::sync::CancellationToken;
-    use tower::ServiceExt;
 
     use crate::endpoints::{Limit, Param};
+    use crate::http::testing::send;
     use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
     use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
 
@@ -175,10 +175,7 @@ mod tests {
             .header("host", "sandbox.test:9000")
             .body(Body::from(body.to_string()))
             .expect("request");
-        let response = app.clone().oneshot(request).await.expect("response");
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        (status, serde_json::from_slice(&bytes).expect("JSON"))
+        send(app, request).await
     }
 
     #[tokio::test]

@@ -29,6 +29,8 @@ use crate::pty::{Session, ShellExit, Update};
 const MAX_MESSAGE: usize = 1024 * 1024;
 /// Input accepted but not yet written to the terminal before the connection stops reading.
 const MAX_PENDING_INPUT: usize = 1024 * 1024;
+/// How long input a client sent just before leaving may take to reach a shell that reads slowly.
+const INPUT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The query of the WebSocket URL.
 #[derive(Debug, Deserialize)]
@@ -78,30 +80,26 @@ async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: Cancellat
     }
     let mut input: VecDeque<Bytes> = VecDeque::new();
     let mut pending = 0usize;
-    loop {
+    let exit = loop {
         let next_input = input.front().cloned();
         tokio::select! {
             () = shutdown.cancelled() => {
                 close(&mut socket, 1001, "server shutting down").await;
-                break;
+                break None;
             }
             update = attachment.next() => match update {
                 Update::Output { text, skipped } => {
                     if skipped > 0 {
                         let notice = PtyMessage { bytes: Some(skipped), ..PtyMessage::event("skipped") };
                         if send(&mut socket, &notice).await.is_err() {
-                            break;
+                            break None;
                         }
                     }
                     if !text.is_empty() && send(&mut socket, &PtyMessage::output(text)).await.is_err() {
-                        break;
+                        break None;
                     }
                 }
-                Update::Exited(exit) => {
-                    let _ = send(&mut socket, &exited(&session, exit)).await;
-                    close(&mut socket, 1000, "shell exited").await;
-                    break;
-                }
+                Update::Exited(exit) => break Some(exit),
             },
             written = write(&session, next_input), if !input.is_empty() => match written {
                 Ok(n) => {
@@ -124,7 +122,7 @@ async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: Cancellat
                     Some(Ok(Message::Text(text))) => text.as_str().to_string(),
                     Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
                 };
                 match parse_message(&text, session.size()) {
                     Ok(ClientMessage::Input(data)) if !data.is_empty() => {
@@ -137,14 +135,37 @@ async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: Cancellat
                     Err(problem) => {
                         let error = PtyMessage { message: Some(problem), ..PtyMessage::event("error") };
                         if send(&mut socket, &error).await.is_err() {
-                            break;
+                            break None;
                         }
                     }
                 }
             }
         }
+    };
+    if exit.is_none() && !shutdown.is_cancelled() {
+        // A client that types and leaves at once still has its keystrokes delivered.
+        let _ = tokio::time::timeout(INPUT_FLUSH, flush(&session, input)).await;
     }
-    tracing::debug!(session = session.id(), delivered_exit = attachment.is_done(), "terminal connection ended");
+    let delivered = attachment.is_done();
+    // Detached before the client hears of the exit: whoever asks next sees no connection.
+    drop(attachment);
+    if let Some(exit) = exit {
+        let _ = send(&mut socket, &exited(&session, exit)).await;
+        close(&mut socket, 1000, "shell exited").await;
+    }
+    tracing::debug!(session = session.id(), delivered_exit = delivered, "terminal connection ended");
+}
+
+/// Writes all of `input` to the terminal (until it is gone).
+async fn flush(session: &Session, input: VecDeque<Bytes>) {
+    for mut chunk in input {
+        while !chunk.is_empty() {
+            match session.write_input(&chunk).await {
+                Ok(n) => chunk = chunk.slice(n..),
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 async fn write(session: &Session, chunk: Option<Bytes>) -> std::io::Result<usize> {

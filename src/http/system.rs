@@ -103,9 +103,9 @@ mod tests {
     use axum::http::Request;
     use serde_json::{json, Value};
     use tokio_util::sync::CancellationToken;
-    use tower::ServiceExt;
 
     use crate::endpoints::Param;
+    use crate::http::testing::send;
     use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
     use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
 
@@ -122,10 +122,7 @@ mod tests {
 
     async fn call(app: &axum::Router, method: &str, uri: &str, body: Value) -> (u16, Value) {
         let request = Request::builder().method(method).uri(uri).body(Body::from(body.to_string())).expect("request");
-        let response = app.clone().oneshot(request).await.expect("response");
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        (status, serde_json::from_slice(&bytes).expect("JSON"))
+        send(app, request).await
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@ use std::fmt::Write;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::commands::python::json_str;
+
 /// The canonical text of `value`.
 pub fn to_text(value: &Value) -> String {
     let mut out = String::new();
@@ -41,7 +43,7 @@ fn write_value(out: &mut String, value: &Value) {
             (None, None, Some(f)) => out.push_str(&python_float(f)),
             _ => out.push_str("null"),
         },
-        Value::String(s) => write_string(out, s),
+        Value::String(s) => out.push_str(&json_str(s)),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -60,37 +62,13 @@ fn write_value(out: &mut String, value: &Value) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_string(out, key);
+                out.push_str(&json_str(key));
                 out.push(':');
                 write_value(out, &map[key]);
             }
             out.push('}');
         }
     }
-}
-
-/// A JSON string with everything outside printable ASCII escaped, as Python's `ensure_ascii`.
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            ' '..='\u{7f}' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
 }
 
 /// Python's `repr(float)`: shortest round-trip digits, `1.0` for integral

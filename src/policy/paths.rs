@@ -283,6 +283,16 @@ fn component_part(component: Component<'_>) -> Option<PathBuf> {
     }
 }
 
+/// For unit tests: a fresh temporary directory, its canonical path, and a
+/// guard whose default rules allow everything under it.
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, PathGuard, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = dir.path().canonicalize().expect("canonical");
+    let guard = PathGuard::new(&real, &super::rules::compile(&[], true).expect("rules")[0]);
+    (dir, guard, real)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::rules::{AuditMode, LimitValue, ParamValue, PathsSpec, RuleSpec, SymlinkMode};
 use super::{suggest, PolicyConfigError};
+use crate::commands::python::type_name;
 use crate::endpoints::{Limit, Param};
 
 /// Keys a rule may have.
@@ -56,19 +57,6 @@ fn param_kind(param: Param) -> ParamKind {
         Param::Overwrite | Param::BlockPrivateNetworks => ParamKind::Bool,
         Param::AllowedSignals => ParamKind::Ints,
         _ => ParamKind::Strings,
-    }
-}
-
-/// The Python type name of a JSON value, for messages.
-pub fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
     }
 }
 

@@ -99,7 +99,7 @@ pub fn ser_bytes<S: Serializer>(value: &[u8], s: S) -> Result<S::Ok, S::Error> {
 
 /// A `google.protobuf.Timestamp` as RFC 3339 in UTC: 0, 3, 6 or 9 fractional digits, as Go's protojson.
 pub fn timestamp(secs: i64, nanos: u32) -> String {
-    let (year, month, day, h, m, s) = crate::fs::meta::utc_parts(secs);
+    let (year, month, day, h, m, s) = crate::time::utc_parts(secs);
     let fraction = match nanos {
         0 => String::new(),
         n if n % 1_000_000 == 0 => format!(".{:03}", n / 1_000_000),

@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::{Map, Value};
 
-use super::{print_json, Failure};
+use super::{parse_assignment, print_json, print_list, Failure};
 use crate::client::Client;
 
 /// Registered-command verbs.
@@ -31,34 +31,25 @@ fn parse_arg(raw: &str) -> Result<(String, Value), String> {
         let value = serde_json::from_str(json).map_err(|e| format!("'{name}:=' needs JSON: {e}"))?;
         return Ok((name.to_string(), value));
     }
-    match raw.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), Value::String(value.to_string()))),
-        _ => Err(format!("expected NAME=value or NAME:=json, got '{raw}'")),
-    }
+    let (name, text) = parse_assignment(raw).map_err(|_| format!("expected NAME=value or NAME:=json, got '{raw}'"))?;
+    Ok((name, Value::String(text)))
 }
 
 /// Runs a registered-command verb.
 pub async fn run(client: &Client, command: CommandsCommand) -> Result<(), Failure> {
     match command {
-        CommandsCommand::Commands { json } => {
-            let commands = client.commands().await?;
-            if json {
-                return print_json(&commands);
-            }
-            for c in commands {
-                let args: Vec<String> = c
-                    .args
-                    .iter()
-                    .map(|a| {
-                        let default = a.default.as_deref().map(|d| format!(" = {d}")).unwrap_or_default();
-                        let optional = if a.required { "" } else { "?" };
-                        format!("{}{optional}: {}{default}", a.name, a.kind)
-                    })
-                    .collect();
-                println!("{}({})\t{}", c.name, args.join(", "), c.description);
-            }
-            Ok(())
-        }
+        CommandsCommand::Commands { json } => print_list(&client.commands().await?, json, |c| {
+            let args: Vec<String> = c
+                .args
+                .iter()
+                .map(|a| {
+                    let default = a.default.as_deref().map(|d| format!(" = {d}")).unwrap_or_default();
+                    let optional = if a.required { "" } else { "?" };
+                    format!("{}{optional}: {}{default}", a.name, a.kind)
+                })
+                .collect();
+            format!("{}({})\t{}", c.name, args.join(", "), c.description)
+        }),
         CommandsCommand::Run { name, args } => {
             let args: Map<String, Value> = args.into_iter().collect();
             match client.run_command(&name, &args).await? {

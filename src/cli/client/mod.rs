@@ -120,3 +120,22 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
     println!("{text}");
     Ok(())
 }
+
+/// Prints a listing: `items` as pretty JSON with `--json`, else one `line` each.
+pub fn print_list<T: serde::Serialize>(items: &[T], json: bool, line: impl Fn(&T) -> String) -> Result<(), Failure> {
+    if json {
+        return print_json(&items);
+    }
+    for item in items {
+        println!("{}", line(item));
+    }
+    Ok(())
+}
+
+/// A `NAME=value` argument (`--env`, `setenv`): the name must not be empty.
+pub fn parse_assignment(raw: &str) -> Result<(String, String), String> {
+    match raw.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("expected NAME=value, got '{raw}'")),
+    }
+}

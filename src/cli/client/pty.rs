@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use super::{print_json, Failure};
+use super::{parse_assignment, print_list, Failure};
 use crate::api::{PtyClientMessage, PtyCreateRequest};
 use crate::client::{pty_url, Client};
 use crate::pty::scrollback::Utf8Decoder;
@@ -48,30 +48,16 @@ pub enum PtyCommand {
     },
 }
 
-fn parse_assignment(raw: &str) -> Result<(String, String), String> {
-    match raw.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-        _ => Err(format!("expected NAME=value, got '{raw}'")),
-    }
-}
-
 /// Runs a terminal verb.
 pub async fn run(client: &Client, command: PtyCommand) -> Result<(), Failure> {
     match command {
-        PtyCommand::Terminals { json } => {
-            let sessions = client.pty_list().await?;
-            if json {
-                return print_json(&sessions);
-            }
-            for s in sessions {
-                let state = match s.exit_code {
-                    None => "running".to_string(),
-                    Some(code) => format!("exited {code}"),
-                };
-                println!("{}\t{}\t{}\t{}x{}\t{state}\tattached {}", s.id, s.pid, s.shell, s.cols, s.rows, s.attached);
-            }
-            Ok(())
-        }
+        PtyCommand::Terminals { json } => print_list(&client.pty_list().await?, json, |s| {
+            let state = match s.exit_code {
+                None => "running".to_string(),
+                Some(code) => format!("exited {code}"),
+            };
+            format!("{}\t{}\t{}\t{}x{}\t{state}\tattached {}", s.id, s.pid, s.shell, s.cols, s.rows, s.attached)
+        }),
         PtyCommand::Shell { shell, attach, keep, pty_url: base, env } => {
             let (cols, rows) = local_size();
             let (id, url, created) = match attach {

@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use super::{print_json, Failure};
+use super::{parse_assignment, print_json, print_list, Failure};
 use crate::client::Client;
 
 /// System verbs.
@@ -40,13 +40,6 @@ pub enum SystemCommand {
     },
 }
 
-fn parse_assignment(raw: &str) -> Result<(String, String), String> {
-    match raw.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-        _ => Err(format!("expected NAME=value, got '{raw}'")),
-    }
-}
-
 /// Runs a system verb.
 pub async fn run(client: &Client, command: SystemCommand) -> Result<(), Failure> {
     match command {
@@ -65,21 +58,14 @@ pub async fn run(client: &Client, command: SystemCommand) -> Result<(), Failure>
             }
             Ok(())
         }
-        SystemCommand::Ports { json } => {
-            let ports = client.ports().await?;
-            if json {
-                return print_json(&ports);
-            }
-            for port in ports {
-                let owner = match (port.pid, port.process) {
-                    (Some(pid), Some(name)) => format!("{pid} {name}"),
-                    (Some(pid), None) => pid.to_string(),
-                    _ => "-".into(),
-                };
-                println!("{}\t{}:{}\t{owner}", port.protocol, port.address, port.port);
-            }
-            Ok(())
-        }
+        SystemCommand::Ports { json } => print_list(&client.ports().await?, json, |port| {
+            let owner = match (port.pid, &port.process) {
+                (Some(pid), Some(name)) => format!("{pid} {name}"),
+                (Some(pid), None) => pid.to_string(),
+                _ => "-".into(),
+            };
+            format!("{}\t{}:{}\t{owner}", port.protocol, port.address, port.port)
+        }),
         SystemCommand::Packages { manager, json } => {
             let list = client.packages(&manager).await?;
             if json {

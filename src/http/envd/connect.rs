@@ -13,11 +13,13 @@
 //! `Connect-Timeout-Ms` bounds a call ([`CallOptions`]); compression is not
 //! offered (the SDKs send none), so a compressed request is refused.
 
+use std::future::Future;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -340,6 +342,9 @@ pub fn end_envelope(error: Option<&ConnectError>) -> Bytes {
 /// What a streaming handler yields: a message, or the error that ends the stream.
 pub type StreamItem<T> = Result<T, ConnectError>;
 
+/// The request messages of a client-streaming call, as they arrive.
+pub type Messages<T> = BoxStream<'static, Result<T, ConnectError>>;
+
 /// A streaming answer: every message in an envelope, then the end envelope
 /// (carrying the first error, which also ends the stream).
 pub fn stream_response<T, S>(messages: S) -> Response
@@ -377,6 +382,55 @@ fn streaming(body: Body) -> Response {
     response
 }
 
+/// The two kinds of call, as their content types tell them apart
+/// ([`UNARY_TYPES`], [`STREAM_TYPES`]).
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Unary,
+    Streaming,
+}
+
+/// What every call passes before its message is read: a content type of
+/// its `kind` (else 415), the JSON codec and no compression, and readable
+/// [`CallOptions`]; then `answer` answers. A failed check or `answer`'s
+/// error is answered as `kind` answers errors.
+async fn serve<Fut>(headers: &HeaderMap, kind: Kind, answer: impl FnOnce(CallOptions) -> Fut) -> Response
+where
+    Fut: Future<Output = Result<Response, ConnectError>>,
+{
+    let accepted: &[&str] = match kind {
+        Kind::Unary => &UNARY_TYPES,
+        Kind::Streaming => &STREAM_TYPES,
+    };
+    if let Some(refusal) = media_type_refusal(headers, accepted) {
+        return refusal;
+    }
+    let served = async {
+        match kind {
+            Kind::Unary => check_unary(headers)?,
+            Kind::Streaming => check_stream(headers)?,
+        }
+        answer(CallOptions::from_headers(headers)?).await
+    }
+    .await;
+    match (served, kind) {
+        (Ok(response), _) => response,
+        (Err(error), Kind::Unary) => error.into_response(),
+        (Err(error), Kind::Streaming) => stream_error(error),
+    }
+}
+
+/// `work` within the call's deadline, if it has one.
+async fn within<T>(
+    timeout: Option<Duration>,
+    work: impl Future<Output = Result<T, ConnectError>>,
+) -> Result<T, ConnectError> {
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| deadline_exceeded())?,
+        None => work.await,
+    }
+}
+
 /// Serves one unary call: checks the request, reads the message, runs
 /// `handler` within the call's deadline, and writes the answer or the error.
 pub async fn handle_unary<Req, Res, F, Fut>(headers: &HeaderMap, body: Body, handler: F) -> Response
@@ -384,25 +438,13 @@ where
     Req: DeserializeOwned,
     Res: Serialize,
     F: FnOnce(Req) -> Fut,
-    Fut: std::future::Future<Output = Result<Res, ConnectError>>,
+    Fut: Future<Output = Result<Res, ConnectError>>,
 {
-    if let Some(refusal) = media_type_refusal(headers, &UNARY_TYPES) {
-        return refusal;
-    }
-    let result = async {
-        check_unary(headers)?;
-        let options = CallOptions::from_headers(headers)?;
+    serve(headers, Kind::Unary, |options| async move {
         let request = read_unary::<Req>(body).await?;
-        match options.timeout {
-            Some(limit) => tokio::time::timeout(limit, handler(request)).await.map_err(|_| deadline_exceeded())?,
-            None => handler(request).await,
-        }
-    }
-    .await;
-    match result {
-        Ok(message) => unary(&message),
-        Err(error) => error.into_response(),
-    }
+        Ok(unary(&within(options.timeout, handler(request)).await?))
+    })
+    .await
 }
 
 /// The error of a call whose `Connect-Timeout-Ms` passed.
@@ -419,22 +461,30 @@ where
     T: Serialize + Send + 'static,
     S: Stream<Item = StreamItem<T>> + Send + 'static,
     F: FnOnce(Req, CallOptions) -> Fut,
-    Fut: std::future::Future<Output = Result<S, ConnectError>>,
+    Fut: Future<Output = Result<S, ConnectError>>,
 {
-    if let Some(refusal) = media_type_refusal(headers, &STREAM_TYPES) {
-        return refusal;
-    }
-    let opened = async {
-        check_stream(headers)?;
-        let options = CallOptions::from_headers(headers)?;
+    serve(headers, Kind::Streaming, |options| async move {
         let request = read_stream_request::<Req>(body).await?;
-        open(request, options).await
-    }
-    .await;
-    match opened {
-        Ok(messages) => stream_response(messages),
-        Err(error) => stream_error(error),
-    }
+        Ok(stream_response(open(request, options).await?))
+    })
+    .await
+}
+
+/// Serves one client-streaming call: checks the request, lets `consume`
+/// take its messages as they arrive within the call's deadline, and sends
+/// its answer as the one message of the response stream.
+pub async fn handle_client_stream<Req, Res, F, Fut>(headers: &HeaderMap, body: Body, consume: F) -> Response
+where
+    Req: DeserializeOwned + Send + 'static,
+    Res: Serialize + Send + 'static,
+    F: FnOnce(Messages<Req>) -> Fut,
+    Fut: Future<Output = Result<Res, ConnectError>>,
+{
+    serve(headers, Kind::Streaming, |options| async move {
+        let answer = within(options.timeout, consume(stream_messages::<Req>(body).boxed())).await?;
+        Ok(stream_response(futures_util::stream::once(async { Ok(answer) })))
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -3,16 +3,12 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::Extension;
 use futures_util::StreamExt;
 
 use super::connect::{self, CallOptions, ConnectError};
 use super::pace::{self, Paced};
-use super::{blocking, Caller, EnvdState};
+use super::{Call, Caller, EnvdState};
 use crate::api::envd::filesystem::{
     CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
     WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
@@ -35,101 +31,55 @@ fn prepared(
 }
 
 /// `Stat`.
-pub async fn stat(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: PathRequest| async move {
+pub async fn stat(call: Call) -> Response {
+    call.unary(|state, caller, req: PathRequest| async move {
         let (guard, raw) = prepared(&state, &caller, "files_stat", &req.path)?;
-        let check = state.clone();
-        let entry = blocking(move || {
-            check.account(caller.user)?;
-            ops::stat(&guard, &raw)
-        })
-        .await?;
+        let entry = state.blocking_as(caller.user, move |_| ops::stat(&guard, &raw)).await?;
         Ok(EntryResponse { entry })
     })
     .await
 }
 
 /// `ListDir`.
-pub async fn list_dir(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: ListDirRequest| async move {
+pub async fn list_dir(call: Call) -> Response {
+    call.unary(|state, caller, req: ListDirRequest| async move {
         let (guard, raw) = prepared(&state, &caller, "files_list", &req.path)?;
-        let check = state.clone();
-        let entries = blocking(move || {
-            check.account(caller.user)?;
-            ops::list_dir(&guard, &raw, req.depth)
-        })
-        .await?;
+        let entries = state.blocking_as(caller.user, move |_| ops::list_dir(&guard, &raw, req.depth)).await?;
         Ok(ListDirResponse { entries })
     })
     .await
 }
 
 /// `MakeDir`.
-pub async fn make_dir(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: PathRequest| async move {
+pub async fn make_dir(call: Call) -> Response {
+    call.unary(|state, caller, req: PathRequest| async move {
         let (guard, raw) = prepared(&state, &caller, "files_mkdir", &req.path)?;
-        let check = state.clone();
-        let entry = blocking(move || {
-            let account = check.account(caller.user)?;
-            ops::make_dir(&guard, &raw, account.as_ref())
-        })
-        .await?;
+        let entry =
+            state.blocking_as(caller.user, move |account| ops::make_dir(&guard, &raw, account.as_ref())).await?;
         Ok(EntryResponse { entry })
     })
     .await
 }
 
 /// `Move`.
-pub async fn move_entry(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: MoveRequest| async move {
+pub async fn move_entry(call: Call) -> Response {
+    call.unary(|state, caller, req: MoveRequest| async move {
         let (guard, source) = prepared(&state, &caller, "files_move", &req.source)?;
         let destination = state.envd.path(&req.destination)?;
-        let (check, files) = (state.clone(), state.app.files.clone());
-        let entry = blocking(move || {
-            check.account(caller.user)?;
-            ops::move_entry(&guard, &source, &destination, files.writes())
-        })
-        .await?;
+        let files = state.app.files.clone();
+        let entry = state
+            .blocking_as(caller.user, move |_| ops::move_entry(&guard, &source, &destination, files.writes()))
+            .await?;
         Ok(EntryResponse { entry })
     })
     .await
 }
 
 /// `Remove`.
-pub async fn remove(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: PathRequest| async move {
+pub async fn remove(call: Call) -> Response {
+    call.unary(|state, caller, req: PathRequest| async move {
         let (guard, raw) = prepared(&state, &caller, "files_delete", &req.path)?;
-        let check = state.clone();
-        blocking(move || {
-            check.account(caller.user)?;
-            ops::remove(&guard, &raw)
-        })
-        .await?;
+        state.blocking_as(caller.user, move |_| ops::remove(&guard, &raw)).await?;
         Ok(Empty {})
     })
     .await
@@ -139,36 +89,30 @@ pub async fn remove(
 /// `files_watch`, when set, bounds it like the call's own deadline).
 async fn open_watch(
     state: &EnvdState,
-    caller: &Caller,
+    caller: Caller,
     req: &WatchRequest,
 ) -> Result<(tokio::sync::mpsc::Receiver<Item>, Option<Duration>), ConnectError> {
-    let (grant, _permit) = state.admit(caller, "files_watch")?;
+    let (grant, _permit) = state.admit(&caller, "files_watch")?;
     let cap = grant.limit(Limit::MaxDurationSeconds).map(|v| Duration::from_secs_f64(v.as_f64().max(0.0)));
     let (guard, raw) = (grant.guard(), state.envd.path(&req.path)?);
     let options = WatchOptions { recursive: req.recursive, include_entry: req.include_entry };
-    let (check, user) = (state.clone(), caller.user.clone());
     let shutdown = state.app.shutdown.clone();
     let runtime = tokio::runtime::Handle::current();
-    let items = blocking(move || {
-        check.account(user)?;
-        let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-        watchers::start(guard, target, options, shutdown, runtime)
-    })
-    .await?;
+    let items = state
+        .blocking_as(caller.user, move |_| {
+            let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+            watchers::start(guard, target, options, shutdown, runtime)
+        })
+        .await?;
     Ok((items, cap))
 }
 
 /// `WatchDir`: `start`, then events, a keepalive after each quiet interval,
 /// until the client leaves, the deadline passes, or the directory goes away.
-pub async fn watch_dir(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn watch_dir(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    connect::handle_stream(&headers, body, |req: WatchRequest, mut options: CallOptions| async move {
-        let (items, cap) = open_watch(&state, &caller, &req).await?;
+    call.stream(|state, caller, req: WatchRequest, mut options: CallOptions| async move {
+        let (items, cap) = open_watch(&state, caller, &req).await?;
         if let Some(cap) = cap {
             options.timeout = Some(options.timeout.map_or(cap, |t| t.min(cap)));
         }
@@ -193,36 +137,26 @@ pub async fn watch_dir(
 }
 
 /// `CreateWatcher`: a watch whose events wait for `GetWatcherEvents`.
-pub async fn create_watcher(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: WatchRequest| async move {
+pub async fn create_watcher(call: Call) -> Response {
+    call.unary(|state, caller, req: WatchRequest| async move {
         let (grant, _permit) = state.admit(&caller, "files_watch")?;
         let (guard, raw) = (grant.guard(), state.envd.path(&req.path)?);
         let options = WatchOptions { recursive: req.recursive, include_entry: req.include_entry };
-        let (check, runtime) = (state.clone(), tokio::runtime::Handle::current());
-        let watcher_id = blocking(move || {
-            check.account(caller.user)?;
-            let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-            check.envd.watchers.create(guard, target, options, runtime)
-        })
-        .await?;
+        let (envd, runtime) = (state.envd.clone(), tokio::runtime::Handle::current());
+        let watcher_id = state
+            .blocking_as(caller.user, move |_| {
+                let target = safe::resolve(&guard, &raw, Op::Read, "")?;
+                envd.watchers.create(guard, target, options, runtime)
+            })
+            .await?;
         Ok(CreateWatcherResponse { watcher_id })
     })
     .await
 }
 
 /// `GetWatcherEvents`.
-pub async fn watcher_events(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: WatcherRequest| async move {
+pub async fn watcher_events(call: Call) -> Response {
+    call.unary(|state, caller, req: WatcherRequest| async move {
         state.admit(&caller, "files_watch")?;
         let events = state.envd.watchers.events(&req.watcher_id)?;
         Ok(WatcherEventsResponse { events })
@@ -231,13 +165,8 @@ pub async fn watcher_events(
 }
 
 /// `RemoveWatcher`.
-pub async fn remove_watcher(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: WatcherRequest| async move {
+pub async fn remove_watcher(call: Call) -> Response {
+    call.unary(|state, caller, req: WatcherRequest| async move {
         state.admit(&caller, "files_watch")?;
         state.envd.watchers.remove(&req.watcher_id).map_err(ConnectError::from)?;
         Ok(Empty {})

@@ -23,17 +23,22 @@ mod pace;
 mod plain;
 mod process;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::body::Body;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::Stream;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use self::connect::{Code, ConnectError};
+use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
 use super::AppState;
 use crate::api::envd::http::HttpError;
 use crate::envd::{access, Envd, EnvdError};
@@ -56,6 +61,68 @@ pub struct Caller {
     pub identity: Arc<Identity>,
     /// The user named by `Authorization: Basic`, if any.
     pub user: Option<String>,
+}
+
+/// One call to a Connect method: the port's state, who calls (set by
+/// [`authenticate`]), and the request [`connect`] serves. Each method's
+/// handler states only what it does with them.
+pub struct Call {
+    state: EnvdState,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+}
+
+impl FromRequest<EnvdState> for Call {
+    type Rejection = ConnectError;
+
+    async fn from_request(request: Request, state: &EnvdState) -> Result<Self, ConnectError> {
+        let (parts, body) = request.into_parts();
+        let caller = parts.extensions.get::<Caller>().cloned();
+        let caller = caller.ok_or_else(|| ConnectError::new(Code::Internal, "the call was not authenticated"))?;
+        Ok(Call { state: state.clone(), caller, headers: parts.headers, body })
+    }
+}
+
+impl Call {
+    /// Serves a unary call: `handler` gets the state, the caller and the request message.
+    pub async fn unary<Req, Res, F, Fut>(self, handler: F) -> Response
+    where
+        Req: DeserializeOwned,
+        Res: Serialize,
+        F: FnOnce(EnvdState, Caller, Req) -> Fut,
+        Fut: Future<Output = Result<Res, ConnectError>>,
+    {
+        let Call { state, caller, headers, body } = self;
+        connect::handle_unary(&headers, body, |request| handler(state, caller, request)).await
+    }
+
+    /// Serves a server-streaming call: `open` gets the state, the caller, the
+    /// request message and the call's options, and returns the stream.
+    pub async fn stream<Req, T, S, F, Fut>(self, open: F) -> Response
+    where
+        Req: DeserializeOwned,
+        T: Serialize + Send + 'static,
+        S: Stream<Item = StreamItem<T>> + Send + 'static,
+        F: FnOnce(EnvdState, Caller, Req, CallOptions) -> Fut,
+        Fut: Future<Output = Result<S, ConnectError>>,
+    {
+        let Call { state, caller, headers, body } = self;
+        connect::handle_stream(&headers, body, |request, options| open(state, caller, request, options)).await
+    }
+
+    /// Serves a client-streaming call: `consume` gets the state, the caller
+    /// and the request messages as they arrive, and returns the answer.
+    pub async fn client_stream<Req, Res, F, Fut>(self, consume: F) -> Response
+    where
+        Req: DeserializeOwned + Send + 'static,
+        Res: Serialize + Send + 'static,
+        F: FnOnce(EnvdState, Caller, Messages<Req>) -> Fut,
+        Fut: Future<Output = Result<Res, ConnectError>>,
+    {
+        let Call { state, caller, headers, body } = self;
+        connect::handle_client_stream(&headers, body, |messages| consume(state, caller, messages)).await
+    }
 }
 
 /// The router of the envd port.
@@ -164,6 +231,19 @@ impl EnvdState {
         let endpoint = crate::policy::endpoint(id)
             .ok_or_else(|| ConnectError::new(Code::Internal, format!("unknown endpoint {id}")))?;
         Ok(self.app.engine.admit(endpoint, caller.identity.clone())?)
+    }
+
+    /// Runs blocking `work` on the blocking pool with the account `user` acts as ([`EnvdState::account`]).
+    ///
+    /// # Errors
+    /// The account's refusal, the work's own error, or `internal` when the task failed.
+    pub async fn blocking_as<T, F>(&self, user: Option<String>, work: F) -> Result<T, EnvdError>
+    where
+        F: FnOnce(Option<access::Account>) -> Result<T, EnvdError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let state = self.clone();
+        blocking(move || work(state.account(user)?)).await
     }
 
     /// The account `caller` acts as (its Basic user, else `/init`'s default), if any. Blocking.

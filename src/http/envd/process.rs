@@ -7,16 +7,12 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::Extension;
 use futures_util::StreamExt;
 
-use super::connect::{self, CallOptions, Code, ConnectError};
+use super::connect::{self, CallOptions, Code, ConnectError, Messages};
 use super::pace::{self, Paced};
-use super::{blocking, Caller, EnvdState};
+use super::Call;
 use crate::api::envd::filesystem::Empty;
 use crate::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
@@ -60,14 +56,9 @@ fn event_stream(
 }
 
 /// `Start`: the process, then its events on this stream.
-pub async fn start(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn start(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    connect::handle_stream(&headers, body, |req: StartRequest, options: CallOptions| async move {
+    call.stream(|state, caller, req: StartRequest, options: CallOptions| async move {
         let (grant, _permit) = state.admit(&caller, "process_start")?;
         if req.pty.is_some() {
             state.admit(&caller, "pty_create_session")?;
@@ -81,21 +72,21 @@ pub async fn start(
             None => state.envd.path("")?,
         };
         let argv: Vec<String> = std::iter::once(config.cmd.clone()).chain(config.args.iter().cloned()).collect();
-        let (check, user, env) = (state.clone(), caller.user.clone(), Arc::clone(&state.app.env));
+        let env = Arc::clone(&state.app.env);
         let grant_for_exec = grant.clone();
         let envs = config.envs.clone();
-        let spec = blocking(move || {
-            let account = check.account(user)?;
-            let request = ExecRequest {
-                command: command_line(&argv),
-                cwd: Some(cwd),
-                env: Some(envs),
-                user: account.filter(|a| a.is_other()).map(|a| a.name),
-                ..ExecRequest::default()
-            };
-            prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)
-        })
-        .await?;
+        let spec = state
+            .blocking_as(caller.user, move |account| {
+                let request = ExecRequest {
+                    command: command_line(&argv),
+                    cwd: Some(cwd),
+                    env: Some(envs),
+                    user: account.filter(|a| a.is_other()).map(|a| a.name),
+                    ..ExecRequest::default()
+                };
+                prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)
+            })
+            .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
         let terminal = req.pty.map(|p| {
             (
@@ -117,14 +108,9 @@ pub async fn start(
 }
 
 /// `Connect`: a running or recently ended process's events (the output still held, then live).
-pub async fn connect(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn connect(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    connect::handle_stream(&headers, body, |req: SelectRequest, options: CallOptions| async move {
+    call.stream(|state, caller, req: SelectRequest, options: CallOptions| async move {
         state.admit(&caller, "process_list")?;
         let process = state.envd.processes.find(&req.process)?;
         Ok(event_stream(&process, options, started))
@@ -133,13 +119,8 @@ pub async fn connect(
 }
 
 /// `List`: running processes.
-pub async fn list(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |_: Empty| async move {
+pub async fn list(call: Call) -> Response {
+    call.unary(|state, caller, _: Empty| async move {
         state.admit(&caller, "process_list")?;
         Ok(ListResponse { processes: state.envd.processes.list() })
     })
@@ -155,13 +136,8 @@ async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
 }
 
 /// `SendInput`.
-pub async fn send_input(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: SendInputRequest| async move {
+pub async fn send_input(call: Call) -> Response {
+    call.unary(|state, caller, req: SendInputRequest| async move {
         state.admit(&caller, "process_stdin")?;
         let process = state.envd.processes.find(&req.process)?;
         send(&process, req.input).await?;
@@ -171,62 +147,33 @@ pub async fn send_input(
 }
 
 /// `StreamInput`: a start message naming the process, then input messages, in order.
-pub async fn stream_input(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    if let Some(refusal) = connect::media_type_refusal(&headers, &connect::STREAM_TYPES) {
-        return refusal;
-    }
-    let result = async {
-        connect::check_stream(&headers)?;
-        let options = CallOptions::from_headers(&headers)?;
+pub async fn stream_input(call: Call) -> Response {
+    call.client_stream(|state, caller, mut messages: Messages<StreamInputRequest>| async move {
         state.admit(&caller, "process_stdin")?;
-        let work = async {
-            let mut messages = Box::pin(connect::stream_messages::<StreamInputRequest>(body));
-            let mut process = None;
-            while let Some(message) = messages.next().await {
-                match (message?, &process) {
-                    (StreamInputRequest::Start { process: selector }, None) => {
-                        process = Some(state.envd.processes.find(&selector)?);
-                    }
-                    (StreamInputRequest::Start { .. }, Some(_)) => {
-                        return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
-                    }
-                    (StreamInputRequest::Data { input }, Some(target)) => send(target, input).await?,
-                    (StreamInputRequest::Data { .. }, None) => {
-                        return Err(ConnectError::new(
-                            Code::InvalidArgument,
-                            "the first message must name the process",
-                        ));
-                    }
-                    (StreamInputRequest::Keepalive {}, _) => {}
+        let mut process = None;
+        while let Some(message) = messages.next().await {
+            match (message?, &process) {
+                (StreamInputRequest::Start { process: selector }, None) => {
+                    process = Some(state.envd.processes.find(&selector)?);
                 }
+                (StreamInputRequest::Start { .. }, Some(_)) => {
+                    return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
+                }
+                (StreamInputRequest::Data { input }, Some(target)) => send(target, input).await?,
+                (StreamInputRequest::Data { .. }, None) => {
+                    return Err(ConnectError::new(Code::InvalidArgument, "the first message must name the process"));
+                }
+                (StreamInputRequest::Keepalive {}, _) => {}
             }
-            Ok(())
-        };
-        match options.timeout {
-            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| connect::deadline_exceeded())?,
-            None => work.await,
         }
-    }
-    .await;
-    match result {
-        Ok(()) => connect::stream_response(futures_util::stream::once(async { Ok(Empty {}) })),
-        Err(error) => connect::stream_error(error),
-    }
+        Ok(Empty {})
+    })
+    .await
 }
 
 /// `CloseStdin`.
-pub async fn close_stdin(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: SelectRequest| async move {
+pub async fn close_stdin(call: Call) -> Response {
+    call.unary(|state, caller, req: SelectRequest| async move {
         state.admit(&caller, "process_stdin")?;
         state.envd.processes.find(&req.process)?.close_stdin().await?;
         Ok(Empty {})
@@ -235,13 +182,8 @@ pub async fn close_stdin(
 }
 
 /// `SendSignal`: `SIGTERM` or `SIGKILL` to the process's group.
-pub async fn send_signal(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: SendSignalRequest| async move {
+pub async fn send_signal(call: Call) -> Response {
+    call.unary(|state, caller, req: SendSignalRequest| async move {
         state.admit(&caller, "process_signal")?;
         let signal = match req.signal {
             Signal::Term => nix::sys::signal::Signal::SIGTERM,
@@ -259,13 +201,8 @@ pub async fn send_signal(
 }
 
 /// `Update`: resizes a terminal process.
-pub async fn update(
-    State(state): State<EnvdState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    connect::handle_unary(&headers, body, |req: UpdateRequest| async move {
+pub async fn update(call: Call) -> Response {
+    call.unary(|state, caller, req: UpdateRequest| async move {
         state.admit(&caller, "pty_resize")?;
         let process = state.envd.processes.find(&req.process)?;
         if let Some(pty) = req.pty {
