@@ -17,23 +17,24 @@ use crate::endpoints::Limit;
 use crate::envd::filesystem as ops;
 use crate::envd::watchers::{self, Item, WatchOptions};
 use crate::fs::safe;
-use crate::policy::Op;
+use crate::policy::{Op, Permit};
 
-/// The caller's path as the guard takes it, and the guard, after the user check.
+/// The caller's path as the guard takes it, the guard, and the endpoint's
+/// concurrency permit (hold it until the operation is done), after the user check.
 fn prepared(
     state: &EnvdState,
     caller: &Caller,
     id: &str,
     raw: &str,
-) -> Result<(crate::policy::PathGuard, String), ConnectError> {
-    let (grant, _permit) = state.admit(caller, id)?;
-    Ok((grant.guard(), state.envd.path(raw)?))
+) -> Result<(crate::policy::PathGuard, String, Option<Permit>), ConnectError> {
+    let (grant, permit) = state.admit(caller, id)?;
+    Ok((grant.guard(), state.envd.path(raw)?, permit))
 }
 
 /// `Stat`.
 pub async fn stat(call: Call) -> Response {
     call.unary(|state, caller, req: PathRequest| async move {
-        let (guard, raw) = prepared(&state, &caller, "files_stat", &req.path)?;
+        let (guard, raw, _permit) = prepared(&state, &caller, "files_stat", &req.path)?;
         let entry = state.blocking_as(caller.user, move |_| ops::stat(&guard, &raw)).await?;
         Ok(EntryResponse { entry })
     })
@@ -43,7 +44,7 @@ pub async fn stat(call: Call) -> Response {
 /// `ListDir`.
 pub async fn list_dir(call: Call) -> Response {
     call.unary(|state, caller, req: ListDirRequest| async move {
-        let (guard, raw) = prepared(&state, &caller, "files_list", &req.path)?;
+        let (guard, raw, _permit) = prepared(&state, &caller, "files_list", &req.path)?;
         let entries = state.blocking_as(caller.user, move |_| ops::list_dir(&guard, &raw, req.depth)).await?;
         Ok(ListDirResponse { entries })
     })
@@ -53,7 +54,7 @@ pub async fn list_dir(call: Call) -> Response {
 /// `MakeDir`.
 pub async fn make_dir(call: Call) -> Response {
     call.unary(|state, caller, req: PathRequest| async move {
-        let (guard, raw) = prepared(&state, &caller, "files_mkdir", &req.path)?;
+        let (guard, raw, _permit) = prepared(&state, &caller, "files_mkdir", &req.path)?;
         let entry =
             state.blocking_as(caller.user, move |account| ops::make_dir(&guard, &raw, account.as_ref())).await?;
         Ok(EntryResponse { entry })
@@ -64,7 +65,7 @@ pub async fn make_dir(call: Call) -> Response {
 /// `Move`.
 pub async fn move_entry(call: Call) -> Response {
     call.unary(|state, caller, req: MoveRequest| async move {
-        let (guard, source) = prepared(&state, &caller, "files_move", &req.source)?;
+        let (guard, source, _permit) = prepared(&state, &caller, "files_move", &req.source)?;
         let destination = state.envd.path(&req.destination)?;
         let files = state.app.files.clone();
         let entry = state
@@ -78,7 +79,7 @@ pub async fn move_entry(call: Call) -> Response {
 /// `Remove`.
 pub async fn remove(call: Call) -> Response {
     call.unary(|state, caller, req: PathRequest| async move {
-        let (guard, raw) = prepared(&state, &caller, "files_delete", &req.path)?;
+        let (guard, raw, _permit) = prepared(&state, &caller, "files_delete", &req.path)?;
         state.blocking_as(caller.user, move |_| ops::remove(&guard, &raw)).await?;
         Ok(Empty {})
     })
