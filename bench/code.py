@@ -218,7 +218,8 @@ def row(name: str, mine: float | None, theirs: float | None, unit: str) -> str:
             return "n/a"
         return f"{v * 1000:.2f} ms" if unit == "s" else f"{v / 1024:.1f} MiB"
 
-    ratio = f"{mine / theirs:.2f}x" if mine is not None and theirs else "n/a"
+    # How many times better ours is (all these rows are lower-is-better), as every other row.
+    ratio = f"{theirs / mine:.2f}x" if mine and theirs else "n/a"
     return f"| {name} | {show(mine)} | {show(theirs)} | {ratio} |"
 
 

@@ -9,11 +9,9 @@ more patterns on every file endpoint, rate and concurrency limits high enough
 never to refuse, audit modes). Then it drives each with wrk, in alternation,
 and reports the medians.
 
-The workload is `GET /files/stat` on an existing file when the server answers
-it with 200. Until the files endpoints are implemented it is `POST
-/capabilities/check` with a path, which runs the same authentication,
-admission, limiter, body limit and path resolution (but no deny patterns: the
-check targets an endpoint without path rules).
+The workload is `GET /files/stat` of an existing file, named by its absolute
+path (the reference resolves a relative one against its working directory,
+not its base directory), the same request on both sides.
 
 Usage:
     bench/policy.py --ours target/release/agent-sandbox-server [--ref /path/to/agent-sandbox-server]
@@ -44,6 +42,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -172,12 +171,13 @@ class Server:
         self._tmp.cleanup()
 
 
+LABEL = "GET /files/stat"
+
+
 def workload(server: Server) -> tuple[str, str, bytes | None, str]:
-    """(method, path, body, label): files_stat when it answers 200, else check."""
-    if request(server.port, "GET", "/files/stat?path=bench/notes.txt", None, server.token) == 200:
-        return "GET", "/files/stat?path=bench/notes.txt", None, "GET /files/stat"
-    body = json.dumps({"endpoint": "capabilities", "path": "bench/notes.txt"}).encode()
-    return "POST", "/capabilities/check", body, "POST /capabilities/check with a path"
+    """(method, path, body, label) of the measured request on `server`."""
+    path = "/files/stat?path=" + urllib.parse.quote(str(server.base / "bench" / "notes.txt"))
+    return "GET", path, None, LABEL
 
 
 def cpu_seconds(pid: int) -> float:
@@ -220,8 +220,9 @@ def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str
     """Medians per configuration for one side, configurations alternating within each round."""
     servers = {c: Server(side, binary, c, args.server_cpus if args.pin else None) for c in CONFIGS}
     try:
-        work = workload(servers["none"])
+        works = {config: workload(server) for config, server in servers.items()}
         for config, server in servers.items():
+            work = works[config]
             status = request(server.port, work[0], work[1], work[2], server.token)
             if status != 200:
                 raise RuntimeError(f"{side} ({config}): {work[3]} answers {status}, expected 200")
@@ -230,7 +231,7 @@ def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str
         for r in range(args.rounds):
             order = CONFIGS[r % 3 :] + CONFIGS[: r % 3]
             for config in order:
-                result = run_wrk(servers[config], work, args, args.seconds)
+                result = run_wrk(servers[config], works[config], args, args.seconds)
                 runs[config].append(result)
                 log(f"  {side:9} {config:5} round {r + 1}: {result['rps']:9.0f} req/s  {result['cpu_us']:6.1f} us CPU/req  "
                     f"p50 {result['p50_us']:7.0f} us  "
@@ -247,7 +248,7 @@ def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str
             medians[config]["failed"] = sum(r["non_2xx"] + r["socket_errors"] for r in results)
             medians[config]["requests"] = sum(r["requests"] for r in results)
             medians[config]["cpu_overhead_percent"] = paired.get(config, 0.0)
-        return medians, work[3]
+        return medians, LABEL
     finally:
         for server in servers.values():
             server.stop()
