@@ -15,7 +15,7 @@ not its base directory), the same request on both sides.
 
 Usage:
     bench/policy.py --ours target/release/agent-sandbox-server [--ref /path/to/agent-sandbox-server]
-                    [--seconds 5] [--rounds 3] [--connections 16] [--threads 2] [--pin] [--json FILE]
+                    [--seconds 4] [--rounds 5] [--connections 16] [--threads 2] [--no-pin] [--json FILE]
 
 Besides throughput and latency it reports the server's CPU time per request
 (from /proc, user + system), which a busy machine disturbs much less than
@@ -281,11 +281,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ours", required=True, help="our agent-sandbox-server binary (a release build)")
     parser.add_argument("--ref", help="the reference agent-sandbox-server entry point (optional)")
-    parser.add_argument("--seconds", type=int, default=5, help="seconds per wrk run (default 5)")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per configuration; medians are reported (default 3)")
+    parser.add_argument("--seconds", type=int, default=4, help="seconds per wrk run (default 4)")
+    parser.add_argument("--rounds", type=int, default=5, help="runs per configuration; medians are reported (default 5)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--pin", action="store_true", help="pin servers and wrk to separate CPUs with taskset")
+    parser.add_argument(
+        "--pin", action=argparse.BooleanOptionalAction, default=(os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None,
+        help="pin servers and wrk to separate CPUs with taskset (default on with 2 or more CPUs): the overhead "
+             "being measured is a few percent, less than the noise of unpinned runs")
     parser.add_argument("--server-cpus", default="0", help="CPUs for the server with --pin (default 0)")
     parser.add_argument("--client-cpus", default="1", help="CPUs for wrk with --pin (default 1)")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
