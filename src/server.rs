@@ -203,15 +203,8 @@ async fn start_code(
     shutdown: &CancellationToken,
 ) -> Result<Option<Listener>, StartError> {
     let Some(port) = config.code_port else { return Ok(None) };
-    let listener = match bind(&config.host, port).await {
-        Ok(listener) => listener,
-        Err(StartError::Bind { addr, source })
-            if !config.code_port_configured && source.kind() == std::io::ErrorKind::AddrInUse =>
-        {
-            tracing::warn!(%addr, "the code-interpreter port is taken; serving without code contexts");
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
+    let Some(listener) = bind_optional(&config.host, port, config.code_port_configured, "code contexts").await? else {
+        return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let state =
@@ -230,15 +223,9 @@ async fn start_envd(
     shutdown: &CancellationToken,
 ) -> Result<Option<Listener>, StartError> {
     let Some(port) = config.envd_port else { return Ok(None) };
-    let listener = match bind(&config.host, port).await {
-        Ok(listener) => listener,
-        Err(StartError::Bind { addr, source })
-            if !config.envd_port_configured && source.kind() == std::io::ErrorKind::AddrInUse =>
-        {
-            tracing::warn!(%addr, "the envd port is taken; serving without the envd data plane");
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
+    let Some(listener) = bind_optional(&config.host, port, config.envd_port_configured, "the envd data plane").await?
+    else {
+        return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let server_token = std::env::var(policy::TOKEN_ENV).ok();
@@ -248,6 +235,25 @@ async fn start_envd(
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("envd", addr);
     Ok(Some((addr, task)))
+}
+
+/// Binds an extra listener on its default port: taken (by a real envd or
+/// code interpreter, say), it is logged and skipped (`None`) unless the port
+/// was `configured` explicitly, when failing to bind is fatal.
+async fn bind_optional(
+    host: &str,
+    port: u16,
+    configured: bool,
+    serves: &str,
+) -> Result<Option<TcpListener>, StartError> {
+    match bind(host, port).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(StartError::Bind { addr, source }) if !configured && source.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(%addr, "the port is taken; serving without {serves}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Binds a TCP listener with a backlog sized for bursts.

@@ -342,26 +342,8 @@ async fn files_stream_ranges_gzip_multipart_and_signed_urls() {
 
 #[tokio::test]
 async fn a_full_disk_is_507_and_leaves_the_old_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mount = dir.path().join("small");
-    std::fs::create_dir(&mount).expect("mkdir");
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&mount)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        eprintln!("skipped: cannot mount a small tmpfs here (needs root)");
-        return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(mount.clone());
+    let Some(disk) = common::SmallDisk::mount() else { return };
+    let mount = disk.path.clone();
     std::fs::write(mount.join("old.bin"), b"old").expect("write");
     let server = common::server().base_dir(&mount).start();
     let response = reqwest::Client::new()

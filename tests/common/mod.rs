@@ -239,3 +239,37 @@ impl Drop for TestServer {
         let _ = self.child.wait();
     }
 }
+
+/// A 1 MiB tmpfs mounted for one test (a disk that fills up), unmounted
+/// when dropped; `None` where mounting is not allowed (not root).
+pub struct SmallDisk {
+    /// Where it is mounted.
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts it, or says why it cannot.
+    pub fn mount() -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("small");
+        std::fs::create_dir(&path).expect("mkdir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(&path)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a small tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallDisk { path, _dir: dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
