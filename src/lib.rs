@@ -26,6 +26,8 @@
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
 //! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
+//! - [`python`]: how Python spells values (`repr`, `json.dumps`, type
+//!   names, `int()`/`float()`), so messages and hashes match the reference's.
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
 //! - [`pty`]: terminal sessions: pseudo-terminals, scrollback, re-attach,
@@ -53,6 +55,7 @@ pub mod logging;
 pub mod policy;
 pub mod process;
 pub mod pty;
+pub mod python;
 pub mod server;
 pub mod sys;
 pub mod system;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-use super::python::{self, repr, repr_str};
+use crate::python::{self, repr, repr_str};
 
 /// The type of a command argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,16 +4,15 @@
 //!
 //! - [`spec`]: the config entries and their validation at start.
 //! - [`coerce`]: argument checks and conversions (the reference's `_coerce.py`).
-//! - [`python`]: Python's spelling of values, for identical messages.
 //! - [`run`]: the one place a command's program is started.
 //!
 //! Nothing here knows about HTTP.
 
 pub mod coerce;
-pub mod python;
 pub mod run;
 pub mod spec;
 
+use crate::python;
 use std::collections::BTreeMap;
 use std::path::Path;
 

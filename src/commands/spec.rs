@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::coerce::{parse_scalar, ArgRule, ArgType};
-use super::python;
+use crate::python;
 
 /// Default `timeout_seconds` of a command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

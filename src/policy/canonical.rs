@@ -10,7 +10,7 @@ use std::fmt::Write;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::commands::python::json_str;
+use crate::python::json_str;
 
 /// The canonical text of `value`.
 pub fn to_text(value: &Value) -> String {

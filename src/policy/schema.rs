@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 
 use super::rules::{AuditMode, LimitValue, ParamValue, PathsSpec, RuleSpec, SymlinkMode};
 use super::{suggest, PolicyConfigError};
-use crate::commands::python::type_name;
 use crate::endpoints::{Limit, Param};
+use crate::python::type_name;
 
 /// Keys a rule may have.
 pub const RULE_KEYS: [&str; 6] = ["enabled", "scopes", "paths", "limits", "params", "audit"];

@@ -8,8 +8,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
 use super::TerminalError;
-use crate::commands::python;
 use crate::environment;
+use crate::python;
 
 /// Shells a session may start when the policy names none (the reference's list).
 pub const ALLOWED_SHELLS: [&str; 5] = ["/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh"];

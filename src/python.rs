@@ -1,6 +1,8 @@
 //! Python's spelling of JSON values and its number parsing, so argument
-//! coercion and error messages read exactly as the reference server's
-//! (`repr`, `str`, `int()`, `float()` of a value decoded from JSON).
+//! coercion, error messages and policy hashes come out exactly as the
+//! reference server's (`repr`, `str`, `json.dumps`, type names, `int()`,
+//! `float()` of a value decoded from JSON). Used by commands, terminals and
+//! the policy.
 
 use serde_json::Value;
 
