@@ -71,31 +71,14 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
-/// Python's `repr(float)`: shortest round-trip digits, `1.0` for integral
-/// values, scientific notation below 1e-4 and from 1e16 on.
+/// A float as Python's `json.dumps` writes it: its `repr`, and `NaN` /
+/// `Infinity` for the values JSON has no spelling for.
 fn python_float(f: f64) -> String {
-    if !f.is_finite() {
-        return if f.is_nan() {
-            "NaN".into()
-        } else if f > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        };
+    match f {
+        f if f.is_nan() => "NaN".into(),
+        f if f.is_infinite() => if f > 0.0 { "Infinity" } else { "-Infinity" }.into(),
+        f => crate::python::float_repr(f),
     }
-    let magnitude = f.abs();
-    if magnitude == 0.0 || (1e-4..1e16).contains(&magnitude) {
-        let text = format!("{f}");
-        return if text.contains('.') { text } else { format!("{text}.0") };
-    }
-    // `{:e}` gives `1.5e-7`; Python writes `1.5e-07` (at least two exponent digits, with a sign).
-    let text = format!("{f:e}");
-    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
-    let (sign, digits) = match exponent.strip_prefix('-') {
-        Some(d) => ('-', d),
-        None => ('+', exponent),
-    };
-    format!("{mantissa}e{sign}{digits:0>2}")
 }
 
 #[cfg(test)]
