@@ -142,13 +142,14 @@ async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: Cancellat
             }
         }
     };
+    let delivered = attachment.is_done();
+    // Detached first: whoever asks after the client hears of the exit sees no
+    // connection, and the shell's output no longer waits for this reader.
+    drop(attachment);
     if exit.is_none() && !shutdown.is_cancelled() {
         // A client that types and leaves at once still has its keystrokes delivered.
         let _ = tokio::time::timeout(INPUT_FLUSH, flush(&session, input)).await;
     }
-    let delivered = attachment.is_done();
-    // Detached before the client hears of the exit: whoever asks next sees no connection.
-    drop(attachment);
     if let Some(exit) = exit {
         let _ = send(&mut socket, &exited(&session, exit)).await;
         close(&mut socket, 1000, "shell exited").await;
