@@ -131,13 +131,7 @@ class Server:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s; removes the base directory."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -147,6 +141,32 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s, and reaps it."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def read_head(sock: socket.socket) -> tuple[str, int, dict[str, str], bytes]:
+    """Reads an HTTP response head: (version, status, lower-cased header fields, body bytes read past it)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before the response head")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    version, status = lines[0].split(" ", 2)[:2]
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return version, int(status), fields, rest
 
 
 def rss_of(pid: int) -> int:

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from common import read_head
+
 TOKEN = "bench-token"
 GIB = 1024**3
 MIB = 1024**2
@@ -118,25 +120,11 @@ def receive(sock: socket.socket, length: int, already: int = 0) -> None:
         left -= n
 
 
-def read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise RuntimeError("connection closed in the headers")
-        data += chunk
-    head, rest = data.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
-    return status, headers, rest
-
-
 def http_download(port: int, path: str) -> float:
     with socket.create_connection(("127.0.0.1", port)) as sock:
         started = time.perf_counter()
         sock.sendall(f"GET /files/content?path={path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
-        status, headers, rest = read_head(sock)
+        _, status, headers, rest = read_head(sock)
         assert status == 200, status
         receive(sock, int(headers["content-length"]), len(rest))
         return time.perf_counter() - started
@@ -149,7 +137,7 @@ def http_upload(port: int, path: str, source: Path) -> float:
         head = f"PUT /files/content?path={path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n"
         sock.sendall(head.encode())
         sock.sendfile(f)
-        status, _, _ = read_head(sock)
+        _, status, _, _ = read_head(sock)
         assert status in (200, 201), status
         return time.perf_counter() - started
 

@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -45,6 +44,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from common import stop_process
 
 HOST = "127.0.0.1"
 TOKEN = "bench-token-policy-3f8a"
@@ -161,13 +162,7 @@ class Server:
         raise RuntimeError(f"{side} ({config}) not healthy within {START_TIMEOUT} s")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._tmp.cleanup()
 
 

@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 
-from common import HOST, TOKEN, Server, parse_args, row
+from common import HOST, TOKEN, Server, parse_args, read_head, row
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 REQUESTS = 500
@@ -88,16 +88,7 @@ class KeepAlive:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock = self.sock
         sock.sendall(raw)
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed before the response head")
-            buf += chunk
-        head, _, body = buf.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        version, status = lines[0].split(" ", 2)[:2]
-        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        version, status, fields, body = read_head(sock)
         length = int(fields.get("content-length", "-1"))
         while length < 0 or len(body) < length:
             chunk = sock.recv(65536)
@@ -108,7 +99,7 @@ class KeepAlive:
         if keep == "close" or (version == "HTTP/1.0" and keep != "keep-alive") or length < 0:
             sock.close()
             self.sock = None
-        return int(status), body
+        return status, body
 
     def close(self) -> None:
         if self.sock is not None:
