@@ -17,6 +17,7 @@ use crate::code::git::{self, GitError};
 use crate::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
 use crate::endpoints::{Limit, Param};
 use crate::policy::{Denial, Grant, LimitValue, Op, ParamValue};
+use crate::python;
 
 /// `POST /code/run`: runs a snippet once and returns its output.
 pub async fn code_run(
@@ -75,13 +76,7 @@ pub async fn code_run(
 /// an integer, a float (truncated) or a numeric string; anything else, or
 /// a non-positive value, means the default; at most 300 s.
 fn requested_timeout(raw: Option<&Value>) -> u64 {
-    let seconds = match raw {
-        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
-        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
-        Some(Value::Bool(b)) => Some(i64::from(*b)),
-        _ => None,
-    };
-    match seconds {
+    match raw.and_then(|v| python::int_of(v).ok()) {
         Some(s) if s > 0 => u64::try_from(s).unwrap_or(MAX_TIMEOUT_SECONDS).min(MAX_TIMEOUT_SECONDS),
         _ => DEFAULT_TIMEOUT_SECONDS,
     }

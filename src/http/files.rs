@@ -21,6 +21,7 @@ use crate::api::files::{
 use crate::endpoints::Limit;
 use crate::fs::{self, list::ListOptions, safe, search, FsError};
 use crate::policy::{Grant, LimitValue, Op};
+use crate::python;
 
 const DEFAULT_MAX_ENTRIES: u64 = 1000;
 const DEFAULT_LIST_DEPTH: u64 = 3;
@@ -207,16 +208,10 @@ pub async fn search(grant: Grant, JsonBody(body): JsonBody<SearchRequest>) -> Re
 
 /// Python's `int()` of a JSON value: integers, floats (truncated), numeric strings, booleans.
 fn integer(value: Option<&Value>, default: u64) -> Option<u64> {
-    let n = match value {
-        None => return Some(default),
-        Some(Value::Number(n)) => {
-            n.as_i64().or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f.trunc() as i64))?
-        }
-        Some(Value::String(s)) => s.trim().parse::<i64>().ok()?,
-        Some(Value::Bool(b)) => i64::from(*b),
-        Some(_) => return None,
-    };
-    Some(n.max(0) as u64)
+    match value {
+        None => Some(default),
+        Some(value) => python::int_of(value).ok().map(|n| n.max(0).unsigned_abs()),
+    }
 }
 
 fn to_usize(n: u64) -> usize {

@@ -29,6 +29,7 @@ use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{Grant, LimitValue};
 use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
+use crate::python;
 
 /// Keep-alive comment interval of `/shell/stream`.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -138,17 +139,8 @@ pub async fn list(State(app): State<AppState>) -> Json<ProcessList> {
     Json(ProcessList { processes: app.processes.list() })
 }
 
-/// Python's `repr` of a string, as the reference quotes values in messages.
-fn py_repr(text: &str) -> String {
-    if text.contains('\'') && !text.contains('"') {
-        format!("\"{text}\"")
-    } else {
-        format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-    }
-}
-
 fn parse_pid(raw: &str) -> Result<i64, ApiError> {
-    raw.trim().parse::<i64>().map_err(|_| ApiError::bad_request(format!("Invalid pid: {}", py_repr(raw))))
+    raw.trim().parse::<i64>().map_err(|_| ApiError::bad_request(format!("Invalid pid: {}", python::repr_str(raw))))
 }
 
 /// `GET /process/{pid}`.
@@ -166,15 +158,9 @@ fn signal_number(body: &SignalRequest) -> Result<i64, ApiError> {
     let Some(value) = &body.signal else {
         return Err(ApiError::bad_request("Missing 'signal' in body"));
     };
-    let number = match value {
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
-        Value::String(s) => s.trim().parse::<i64>().ok(),
-        Value::Bool(b) => Some(i64::from(*b)),
-        _ => None,
-    };
-    number.ok_or_else(|| {
+    python::int_of(value).map_err(|_| {
         let shown = match value {
-            Value::String(s) => py_repr(s),
+            Value::String(s) => python::repr_str(s),
             other => other.to_string(),
         };
         ApiError::bad_request(format!("Invalid signal value: {shown}"))
