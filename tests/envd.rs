@@ -111,6 +111,33 @@ async fn streams_start_send_events_keepalives_and_end_with_the_deadline() {
     assert_eq!(unauthorized.0, 401);
 }
 
+/// How many inotify instances `pid` holds.
+fn inotify_instances(pid: u32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds");
+    fds.filter_map(Result::ok)
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == "anon_inode:inotify"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_subscriber_that_leaves_ends_its_watch() {
+    let server = common::start();
+    std::fs::create_dir(server.base.join("w")).expect("mkdir");
+    let before = inotify_instances(server.pid());
+    let headers = [("x-access-token", common::TOKEN), ("keepalive-ping-interval", "1")];
+    let (_, _, mut frames) =
+        Frames::open(&server, "filesystem.Filesystem/WatchDir", json!({"path": "w"}), &headers).await;
+    assert_eq!(frames.next().await, Some((0, json!({"start": {}}))));
+    assert_eq!(inotify_instances(server.pid()), before + 1, "the watch holds an inotify instance");
+    drop(frames);
+    // Nothing to await: the server learns of the departure at its next keepalive write.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while inotify_instances(server.pid()) > before {
+        assert!(std::time::Instant::now() < deadline, "the inotify instance outlived its subscriber");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn polled_watchers_queue_events_until_asked() {
     let server = common::start();

@@ -84,7 +84,16 @@ pub fn start(
         })?;
     let (tx, rx) = mpsc::channel(256);
     runtime.spawn(async move {
-        while let Some(output) = changes.recv().await {
+        loop {
+            // A subscriber that left ends the watch at once (dropping `changes`
+            // stops the inotify watch), not at the next change.
+            let output = tokio::select! {
+                () = tx.closed() => return,
+                output = changes.recv() => match output {
+                    Some(output) => output,
+                    None => break,
+                },
+            };
             let (guard, target) = (guard.clone(), target.clone());
             let items = tokio::task::spawn_blocking(move || translate(&guard, &target, output, options)).await;
             for item in items.unwrap_or_default() {
