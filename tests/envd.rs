@@ -139,6 +139,23 @@ async fn a_subscriber_that_leaves_ends_its_watch() {
 }
 
 #[tokio::test]
+async fn a_watch_holds_its_concurrency_slot_while_it_streams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("policy.json");
+    let rules = json!({"endpoints": {"files_watch": {"limits": {"max_concurrency": 1}}}});
+    std::fs::write(&policy, rules.to_string()).expect("policy");
+    let server = common::server().args(["--policy".into(), policy.display().to_string()]).start();
+    std::fs::create_dir(server.base.join("w")).expect("mkdir");
+    let token = [("x-access-token", common::TOKEN)];
+    let (_, _, mut first) = Frames::open(&server, "filesystem.Filesystem/WatchDir", json!({"path": "w"}), &token).await;
+    assert_eq!(first.next().await, Some((0, json!({"start": {}}))));
+    let (_, _, mut second) =
+        Frames::open(&server, "filesystem.Filesystem/WatchDir", json!({"path": "w"}), &token).await;
+    let (flags, end) = second.next().await.expect("end");
+    assert_eq!((flags, end["error"]["code"].as_str()), (2, Some("resource_exhausted")), "{end}");
+}
+
+#[tokio::test]
 async fn polled_watchers_queue_events_until_asked() {
     let server = common::start();
     let token = Some(common::TOKEN);

@@ -209,7 +209,7 @@ async fn drain(mut body: Body, size: u64) {
 }
 
 /// Keeps the concurrency slot until the response body has been sent.
-fn hold_permit(response: Response, permit: Option<Permit>) -> Response {
+pub(crate) fn hold_permit(response: Response, permit: Option<Permit>) -> Response {
     match permit {
         None => response,
         Some(permit) => response.map(|body| Body::new(PermitBody { inner: body, _permit: permit })),

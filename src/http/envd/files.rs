@@ -82,7 +82,7 @@ pub async fn download(State(state): State<EnvdState>, headers: HeaderMap, Query(
         Ok(caller) => caller,
         Err(response) => return *response,
     };
-    let (grant, _account, _permit) = match admitted(&state, &caller, "files_content_read").await {
+    let (grant, _account, permit) = match admitted(&state, &caller, "files_content_read").await {
         Ok(admitted) => admitted,
         Err(response) => return *response,
     };
@@ -104,7 +104,8 @@ pub async fn download(State(state): State<EnvdState>, headers: HeaderMap, Query(
     })
     .await;
     match opened {
-        Ok(opened) => send(&headers, opened),
+        // The slot is held until the body has been sent, as on the native port.
+        Ok(opened) => crate::http::pipeline::hold_permit(send(&headers, opened), permit),
         Err(e) => plain_error(e),
     }
 }

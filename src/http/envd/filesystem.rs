@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::connect::{self, CallOptions, ConnectError};
 use super::pace::{self, Paced};
-use super::{Call, Caller, EnvdState};
+use super::{holding, Call, Caller, EnvdState};
 use crate::api::envd::filesystem::{
     CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
     WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
@@ -92,8 +92,8 @@ async fn open_watch(
     state: &EnvdState,
     caller: Caller,
     req: &WatchRequest,
-) -> Result<(tokio::sync::mpsc::Receiver<Item>, Option<Duration>), ConnectError> {
-    let (grant, _permit) = state.admit(&caller, "files_watch")?;
+) -> Result<(tokio::sync::mpsc::Receiver<Item>, Option<Duration>, Option<Permit>), ConnectError> {
+    let (grant, permit) = state.admit(&caller, "files_watch")?;
     let cap = grant.limit(Limit::MaxDurationSeconds).map(|v| Duration::from_secs_f64(v.as_f64().max(0.0)));
     let (guard, raw) = (grant.guard(), state.envd.path(&req.path)?);
     let options = WatchOptions { recursive: req.recursive, include_entry: req.include_entry };
@@ -105,7 +105,7 @@ async fn open_watch(
             watchers::start(guard, target, options, shutdown, runtime)
         })
         .await?;
-    Ok((items, cap))
+    Ok((items, cap, permit))
 }
 
 /// `WatchDir`: `start`, then events, a keepalive after each quiet interval,
@@ -113,7 +113,7 @@ async fn open_watch(
 pub async fn watch_dir(call: Call) -> Response {
     let started = tokio::time::Instant::now();
     call.stream(|state, caller, req: WatchRequest, mut options: CallOptions| async move {
-        let (items, cap) = open_watch(&state, caller, &req).await?;
+        let (items, cap, permit) = open_watch(&state, caller, &req).await?;
         if let Some(cap) = cap {
             options.timeout = Some(options.timeout.map_or(cap, |t| t.min(cap)));
         }
@@ -132,7 +132,7 @@ pub async fn watch_dir(call: Call) -> Response {
         });
         let source =
             futures_util::stream::once(async { Paced::Message(WatchDirResponse::Start(Empty {})) }).chain(events);
-        Ok(pace::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})))
+        Ok(holding(pace::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})), permit))
     })
     .await
 }

@@ -125,6 +125,15 @@ impl Call {
     }
 }
 
+/// `stream`, holding the endpoint's concurrency `permit` until it ends or
+/// the client leaves, as the native pipeline holds it until the body is sent.
+pub fn holding<S: Stream>(stream: S, permit: Option<Permit>) -> impl Stream<Item = S::Item> {
+    futures_util::StreamExt::map(stream, move |item| {
+        let _held = &permit;
+        item
+    })
+}
+
 /// The router of the envd port.
 pub fn router(state: EnvdState) -> Router {
     let fs = "/filesystem.Filesystem";

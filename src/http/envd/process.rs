@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 
 use super::connect::{self, CallOptions, Code, ConnectError, Messages};
 use super::pace::{self, Paced};
-use super::Call;
+use super::{holding, Call};
 use crate::api::envd::filesystem::Empty;
 use crate::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
@@ -59,7 +59,7 @@ fn event_stream(
 pub async fn start(call: Call) -> Response {
     let started = tokio::time::Instant::now();
     call.stream(|state, caller, req: StartRequest, options: CallOptions| async move {
-        let (grant, _permit) = state.admit(&caller, "process_start")?;
+        let (grant, permit) = state.admit(&caller, "process_start")?;
         if req.pty.is_some() {
             state.admit(&caller, "pty_create_session")?;
         }
@@ -102,7 +102,7 @@ pub async fn start(call: Call) -> Response {
             lifetime: options.timeout,
         };
         let process = state.envd.processes.start(spec, start, limit).await?;
-        Ok(event_stream(&process, options, started))
+        Ok(holding(event_stream(&process, options, started), permit))
     })
     .await
 }
