@@ -18,12 +18,7 @@ use nix::unistd::{Uid, User};
 use subtle::ConstantTimeEq;
 
 use super::EnvdError;
-use crate::policy::{Credentials, Denial, Identity, PolicyEngine};
-
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).into()
-}
+use crate::policy::{sha256, Credentials, Denial, Identity, PolicyEngine};
 
 /// The identity of a caller holding the `/init` access token.
 pub const INIT_IDENTITY: &str = "envd";

@@ -170,7 +170,8 @@ async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Grant, Option<
     Ok((grant, permit))
 }
 
-fn credentials(headers: &HeaderMap) -> Credentials<'_> {
+/// The credential headers of a request (both ports read them alike).
+pub(crate) fn credentials(headers: &HeaderMap) -> Credentials<'_> {
     let values = |name| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
     Credentials { authorization: values(header::AUTHORIZATION.as_str()), access_tokens: values("x-access-token") }
 }

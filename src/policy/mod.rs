@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use self::auth::{Authenticator, Credentials, TokenIdentity};
+pub use self::auth::{sha256, Authenticator, Credentials, TokenIdentity};
 pub use self::denial::Denial;
 pub use self::document::PolicyDocument;
 pub use self::grant::Grant;

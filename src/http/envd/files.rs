@@ -21,10 +21,10 @@ use futures_util::{Stream, StreamExt};
 
 use super::{basic_user, blocking, credentials, http_error, plain_error, Caller, EnvdState};
 use crate::api::envd::http::{FilesQuery, WrittenFile};
-use crate::endpoints::{Limit, Param};
+use crate::endpoints::Limit;
 use crate::envd::{filesystem::give_to, Account, EnvdError, Operation};
 use crate::fs::{read, safe, FsError, WritePolicy};
-use crate::policy::{Grant, Identity, LimitValue, Op, ParamValue, Permit};
+use crate::policy::{Grant, Identity, LimitValue, Op, Permit};
 
 /// Bytes of compressed input fed to the gzip decoder at once (bounds its output per step).
 const GUNZIP_STEP: usize = 4096;
@@ -322,16 +322,7 @@ struct Upload<'a> {
 
 impl Upload<'_> {
     fn policy(&self) -> WritePolicy {
-        let strings = |key| match self.grant.param(key) {
-            Some(ParamValue::Strings(list)) => list.clone(),
-            _ => Vec::new(),
-        };
-        WritePolicy {
-            overwrite: !matches!(self.grant.param(Param::Overwrite), Some(ParamValue::Bool(false))),
-            allow_extensions: strings(Param::AllowExtensions),
-            deny_extensions: strings(Param::DenyExtensions),
-            max_bytes: self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64),
-        }
+        crate::http::files_transfer::write_policy(self.grant, self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64))
     }
 
     /// Resolves the caller's `path` for writing.

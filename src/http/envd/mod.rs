@@ -39,11 +39,12 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
+use super::pipeline::credentials;
 use super::AppState;
 use crate::api::envd::http::HttpError;
 use crate::envd::{access, Envd, EnvdError};
 use crate::fs::FsError;
-use crate::policy::{Credentials, Denial, Grant, Identity, Permit};
+use crate::policy::{Denial, Grant, Identity, Permit};
 
 /// State of the envd port.
 #[derive(Clone)]
@@ -183,12 +184,6 @@ async fn not_found(request: Request) -> Response {
 /// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
 pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(HttpError { code: status.as_u16(), message: message.into() })).into_response()
-}
-
-/// The credential headers of a request.
-pub fn credentials(headers: &HeaderMap) -> Credentials<'_> {
-    let values = |name: &str| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
-    Credentials { authorization: values(header::AUTHORIZATION.as_str()), access_tokens: values("x-access-token") }
 }
 
 /// The user named by `Authorization: Basic`.
