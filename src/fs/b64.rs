@@ -139,7 +139,7 @@ impl Base64Upload {
         }
         feeder.end().await;
         drop(feeder);
-        writer.await.map_err(|e| FsError::internal("the writer failed", std::io::Error::other(e.to_string())))?
+        writer.await?
     }
 }
 

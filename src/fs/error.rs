@@ -77,6 +77,13 @@ pub enum FsError {
     },
 }
 
+/// A blocking file-system task that panicked or was cancelled.
+impl From<tokio::task::JoinError> for FsError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        FsError::internal("a file-system task failed", io::Error::other(e.to_string()))
+    }
+}
+
 impl FsError {
     /// An unexpected error while doing `context`.
     pub fn internal(context: impl Into<String>, source: io::Error) -> Self {

@@ -63,9 +63,7 @@ where
     F: FnOnce() -> Result<T, FsError> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| FsError::internal("a file-system task failed", std::io::Error::other(e.to_string())))?
+    tokio::task::spawn_blocking(work).await?
 }
 
 /// The final component of `path` as text (empty for `/`).

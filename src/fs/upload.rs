@@ -463,8 +463,7 @@ where
         }
     }
     drop(tx);
-    let written =
-        writer.await.map_err(|e| FsError::internal("the writer failed", std::io::Error::other(e.to_string())))?;
+    let written = writer.await?;
     match failure {
         Some(error) => written.and(Err(error)),
         None => written,

@@ -105,22 +105,6 @@ impl AtomicFile {
         self.written
     }
 
-    /// The target path.
-    pub fn target(&self) -> &std::path::Path {
-        &self.target
-    }
-
-    /// Discards everything written (for a restarted upload).
-    ///
-    /// # Errors
-    /// I/O errors.
-    pub fn truncate(&mut self) -> Result<(), FsError> {
-        self.file.set_len(0).map_err(|e| FsError::io(&self.target, e))?;
-        std::io::Seek::rewind(&mut *self.file).map_err(|e| FsError::io(&self.target, e))?;
-        self.written = 0;
-        Ok(())
-    }
-
     /// Puts the content in place atomically (durably first when syncing).
     ///
     /// # Errors

@@ -282,5 +282,5 @@ pub async fn watch(
         },
     );
     let stream = futures_util::stream::once(async move { Ok(ready) }).chain(events);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(super::process::SSE_KEEP_ALIVE)).into_response())
 }
