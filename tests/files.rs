@@ -557,3 +557,15 @@ async fn a_watch_ends_when_the_server_shuts_down() {
     let status = server.signal_and_wait(Signal::SIGTERM, Duration::from_secs(10));
     assert!(matches!(status, Some(nix::sys::wait::WaitStatus::Exited(_, 0))), "{status:?}");
 }
+
+#[tokio::test]
+async fn the_client_watch_yields_typed_change_events() {
+    let server = common::start();
+    std::fs::create_dir(server.base.join("w")).expect("mkdir");
+    // The answer's head comes once the inotify watch is in place.
+    let mut events = Box::pin(server.client().watch("w", false, Some(10.0)).await.expect("watch"));
+    std::fs::write(server.base.join("w/new.txt"), b"x").expect("write");
+    let event = events.next().await.expect("an event").expect("a change");
+    assert_eq!((event.kind.as_str(), event.is_dir), ("created", false), "{event:?}");
+    assert!(event.path.ends_with("/w/new.txt"), "{event:?}");
+}

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
-use super::{decode, Client, ClientError};
+use super::{decode, sse, Client, ClientError};
 use crate::api::files::{
     ArchiveResponse, DeleteResponse, FileEntry, FileInfo, ListResponse, MkdirResponse, MoveResponse, SearchRequest,
     SearchResponse, TransferResponse, UploadCancelled, UploadRequest, UploadStatus, WatchEvent,
@@ -323,11 +323,11 @@ impl Client {
                 .err()
                 .unwrap_or(ClientError::Protocol("unexpected answer".into())));
         }
-        Ok(sse_events(Box::pin(response.bytes_stream())).filter_map(|item| async move {
+        Ok(sse::events(response).filter_map(|item| async move {
             match item {
-                Ok((event, data)) if event == "change" => {
-                    Some(serde_json::from_str::<WatchEvent>(&data).map_err(|e| ClientError::Protocol(e.to_string())))
-                }
+                Ok(event) if event.event == "change" => Some(
+                    serde_json::from_str::<WatchEvent>(&event.data).map_err(|e| ClientError::Protocol(e.to_string())),
+                ),
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),
             }
@@ -356,40 +356,4 @@ fn finished(answer: PutAnswer) -> Result<TransferResponse, ClientError> {
             Err(ClientError::Protocol(format!("the upload stopped at {} of {} bytes", status.offset, status.size)))
         }
     }
-}
-
-/// `(event, data)` pairs of a server-sent event stream.
-fn sse_events<S>(bytes: S) -> impl Stream<Item = Result<(String, String), ClientError>>
-where
-    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
-{
-    futures_util::stream::unfold((bytes, Vec::<u8>::new(), false), |(mut bytes, mut buffer, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            if let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = buffer.drain(..end + 2).collect();
-                let text = String::from_utf8_lossy(&block);
-                let (mut event, mut data) = ("message".to_string(), Vec::new());
-                for line in text.lines() {
-                    if let Some(name) = line.strip_prefix("event:") {
-                        event = name.trim().to_string();
-                    } else if let Some(value) = line.strip_prefix("data:") {
-                        data.push(value.strip_prefix(' ').unwrap_or(value).to_string());
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                let finished = event == "end";
-                return Some((Ok((event, data.join("\n"))), (bytes, buffer, finished)));
-            }
-            match bytes.next().await {
-                Some(Ok(chunk)) => buffer.extend_from_slice(&chunk),
-                Some(Err(e)) => return Some((Err(ClientError::Transport(e)), (bytes, buffer, true))),
-                None => return None,
-            }
-        }
-    })
 }
