@@ -313,18 +313,25 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_readers_wake_on_output_and_on_close() {
+        // The test runtime has one thread: yielding lets the waiter run until it waits.
         let capture = std::sync::Arc::new(Capture::new(1024, 1));
         let waiter = tokio::spawn({
             let capture = capture.clone();
             async move { capture.wait_beyond(0).await }
         });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "nothing to read yet");
         capture.push(Stream::Stdout, Bytes::from_static(b"x"));
-        waiter.await.expect("woken by output");
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await;
+        woken.expect("woken by output").expect("waiter");
         let waiter = tokio::spawn({
             let capture = capture.clone();
             async move { capture.wait_beyond(1).await }
         });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "nothing beyond the cursor yet");
         capture.close_stream();
-        waiter.await.expect("woken by close");
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await;
+        woken.expect("woken by close").expect("waiter");
     }
 }
