@@ -136,9 +136,27 @@ async fn a_session_outlives_a_dropped_connection_and_replays_its_scrollback() {
     let (id, mut term, _) = open(&client, &sh()).await;
     term.send_input("echo first-$((1+1))\n").await.expect("input");
     term.expect("first-2", WAIT).await.expect("output");
-    // Output produced while nobody is attached is kept too.
-    term.send_input("sleep 0.3; echo later-$((4*4))\n").await.expect("input");
+    // Output produced while nobody is attached is kept too: the shell writes
+    // it once the test says go (after the connection is gone), then leaves a mark.
+    let (go, mark) = (server.base.join("go"), server.base.join("written"));
+    let command = format!(
+        "while [ ! -e {} ]; do sleep 0.01; done; echo later-$((4*4)); touch {}\n",
+        go.display(),
+        mark.display()
+    );
+    term.send_input(&command).await.expect("input");
+    term.expect("sleep 0.01", WAIT).await.expect("the command was read");
     drop(term);
+    let deadline = std::time::Instant::now() + WAIT;
+    while client.pty_get(&id).await.expect("info").attached > 0 {
+        assert!(std::time::Instant::now() < deadline, "the dropped connection is still attached");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::fs::write(&go, b"").expect("go");
+    while !mark.exists() {
+        assert!(std::time::Instant::now() < deadline, "the shell never wrote its output");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let mut back = client.pty_connect(&server_url(&server, &id)).await.expect("re-attach");
     let started = back.recv().await.expect("recv").expect("started");
