@@ -85,7 +85,8 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         Some(ParamValue::Strings(list)) => Some(list.clone()),
         _ => None,
     };
-    CreatePolicy { shells: strings(Param::Shells), env_deny: strings(Param::EnvDeny).unwrap_or_default() }
+    let env_deny = crate::system::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
+    CreatePolicy { shells: strings(Param::Shells), env_deny }
 }
 
 /// The router of the PTY port: `GET /pty` upgrades to the terminal

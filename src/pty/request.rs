@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::TerminalError;
 use crate::environment;
 use crate::python;
+use crate::system::env::VarRules;
 
 /// Shells a session may start when the policy names none (the reference's list).
 pub const ALLOWED_SHELLS: [&str; 5] = ["/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh"];
@@ -23,9 +24,9 @@ pub const MAX_SIDE: i64 = 1000;
 pub struct CreatePolicy {
     /// The `shells` parameter: when set, exactly these shells may start.
     pub shells: Option<Vec<String>>,
-    /// The `env_deny` parameter: glob patterns of variables a caller may not
-    /// set and that are removed from the inherited environment.
-    pub env_deny: Vec<String>,
+    /// The `env_deny` parameter, compiled: globs of variables a caller may
+    /// not set and that are removed from the inherited environment.
+    pub env_deny: VarRules,
 }
 
 /// A checked `POST /pty/sessions` body.
@@ -79,7 +80,7 @@ impl CreateRequest {
             }
         }
         let mut blocked: Vec<String> =
-            env.iter().map(|(k, _)| k).filter(|k| matches_any(&policy.env_deny, k) || is_secret(k)).cloned().collect();
+            env.iter().map(|(k, _)| k).filter(|k| !policy.env_deny.allows(k) || is_secret(k)).cloned().collect();
         if !blocked.is_empty() {
             blocked.sort();
             return Err(TerminalError::EnvNotAllowed(blocked));
@@ -93,7 +94,7 @@ impl CreateRequest {
     /// `TERM=xterm-256color`, then the caller's variables.
     pub fn environment(&self, inherited: BTreeMap<String, String>, policy: &CreatePolicy) -> BTreeMap<String, String> {
         let mut env: BTreeMap<String, String> =
-            inherited.into_iter().filter(|(k, _)| !matches_any(&policy.env_deny, k)).collect();
+            inherited.into_iter().filter(|(k, _)| policy.env_deny.allows(k)).collect();
         env.insert("TERM".into(), "xterm-256color".into());
         env.extend(self.env.iter().cloned());
         env
@@ -106,11 +107,6 @@ fn side_in_range(value: i64) -> Result<u16, TerminalError> {
     } else {
         Err(TerminalError::SizeOutOfRange)
     }
-}
-
-/// Whether `name` matches one of the glob `patterns` (a plain name matches itself).
-pub fn matches_any(patterns: &[String], name: &str) -> bool {
-    patterns.iter().any(|p| p == name || globset::Glob::new(p).is_ok_and(|g| g.compile_matcher().is_match(name)))
 }
 
 /// Checks a resize body (`cols` and `rows`, integers from 1 to 1000).
@@ -246,7 +242,8 @@ mod tests {
             parse(json!({"cols": 0}), &none).expect_err("range"),
             "'cols' and 'rows' must be between 1 and 1000"
         );
-        let policy = CreatePolicy { shells: Some(vec!["/bin/sh".into()]), env_deny: vec!["AWS_*".into()] };
+        let policy =
+            CreatePolicy { shells: Some(vec!["/bin/sh".into()]), env_deny: VarRules::new(&[], &["AWS_*".into()]) };
         assert_eq!(parse(json!({}), &policy).expect_err("policy"), "Shell '/bin/bash' is not permitted by policy");
         assert_eq!(
             parse(json!({"shell": "/bin/sh", "env": {"AWS_KEY": "k", "A": "1"}}), &policy).expect_err("deny"),
@@ -256,7 +253,7 @@ mod tests {
 
     #[test]
     fn the_environment_drops_denied_and_dangerous_variables() {
-        let policy = CreatePolicy { shells: None, env_deny: vec!["AWS_*".into()] };
+        let policy = CreatePolicy { shells: None, env_deny: VarRules::new(&[], &["AWS_*".into()]) };
         let request =
             CreateRequest::parse(&body(json!({"env": {"LD_PRELOAD": "/x.so", "MINE": "1"}})), &policy, &|_| false)
                 .expect("valid");

@@ -41,7 +41,7 @@ pub fn is_sensitive(name: &str) -> bool {
 }
 
 /// The policy's `allow_vars` and `deny_vars` globs (deny wins; no allow list allows all).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct VarRules {
     allow: Vec<GlobMatcher>,
     deny: Vec<GlobMatcher>,
