@@ -236,7 +236,7 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// Request errors, an unknown context, or a default context that cannot start.
-    pub async fn execute(&self, request: ExecuteRequest) -> Result<mpsc::Receiver<OutputLine>, CodeError> {
+    pub async fn execute(self: &Arc<Self>, request: ExecuteRequest) -> Result<mpsc::Receiver<OutputLine>, CodeError> {
         let ExecuteRequest { code, context_id, language, env_vars, timeout } = request;
         if context_id.is_some() && language.is_some() {
             return Err(CodeError::ContextAndLanguage);
@@ -256,11 +256,12 @@ impl CodeInterpreter {
         };
         let (sink, lines) = mpsc::channel(SINK_CAPACITY);
         let busy = context.busy();
-        let spec = self.spec(context.language, &context.cwd);
+        let this = Arc::clone(self);
         tokio::spawn(async move {
             let mut slot = context.kernel.lock().await;
             if slot.as_ref().is_none_or(|k| k.death().is_some()) {
-                let started = match spec {
+                // Only a dead kernel needs a spec (an environment snapshot and a PATH lookup).
+                let started = match this.spec(context.language, &context.cwd) {
                     Ok(spec) => start(spec).await,
                     Err(e) => Err(e),
                 };
