@@ -160,3 +160,31 @@ async fn stream_input_feeds_stdin_in_order() {
     let (status, body) = call(&server, "process.Process/CloseStdin", json!({"process": {"pid": 1}}), None).await;
     assert_eq!(status, 200, "closing twice is fine: {body}");
 }
+
+#[tokio::test]
+async fn concurrent_starts_never_exceed_max_processes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("policy.json");
+    let rules = json!({"endpoints": {"process_start": {"limits": {"max_processes": 2}}}});
+    std::fs::write(&policy, rules.to_string()).expect("policy");
+    let server = common::server().token(None).args(["--policy".into(), policy.display().to_string()]).start();
+    let body = json!({"process": {"cmd": "/bin/sleep", "args": ["30"]}});
+    let opened = futures_util::future::join_all(
+        (0..8).map(|_| Frames::open(&server, "process.Process/Start", body.clone(), &[])),
+    )
+    .await;
+    let mut started = Vec::new();
+    let mut refused = 0;
+    for (status, _, mut frames) in opened {
+        assert_eq!(status, 200);
+        let (flags, first) = frames.next().await.expect("a frame");
+        if flags == 2 {
+            assert_eq!(first["error"]["code"], "resource_exhausted", "{first}");
+            refused += 1;
+        } else {
+            assert!(first["event"]["start"]["pid"].is_u64(), "{first}");
+            started.push(frames);
+        }
+    }
+    assert_eq!((started.len(), refused), (2, 6));
+}

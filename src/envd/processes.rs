@@ -240,6 +240,18 @@ pub struct StartOptions {
 #[derive(Default)]
 struct Table {
     processes: HashMap<u32, Arc<Process>>,
+    /// Starts admitted under `max_processes` whose process is not in `processes` yet.
+    starting: usize,
+}
+
+/// A start's place under `max_processes`, given back when it is dropped
+/// (the process is then in the table, or failed to start).
+struct Reservation<'a>(&'a Processes);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.0.lock().starting -= 1;
+    }
 }
 
 /// The processes `process.Process` started.
@@ -282,9 +294,16 @@ impl Processes {
         options: StartOptions,
         max_processes: u64,
     ) -> Result<Arc<Process>, EnvdError> {
-        if self.live() as u64 >= max_processes {
-            return Err(EnvdError::Exhausted(format!("too many processes (at most {max_processes})")));
-        }
+        let _reservation = {
+            // Counted and reserved under one lock, so concurrent starts cannot all pass.
+            let mut table = self.lock();
+            let live = table.processes.values().filter(|p| p.alive()).count() + table.starting;
+            if live as u64 >= max_processes {
+                return Err(EnvdError::Exhausted(format!("too many processes (at most {max_processes})")));
+            }
+            table.starting += 1;
+            Reservation(self)
+        };
         let pid = self.next_pid.fetch_add(1, Ordering::Relaxed);
         let io = match options.terminal {
             Some((cols, rows)) => Io::Terminal { session: self.start_terminal(&spec, pid, cols, rows).await? },
