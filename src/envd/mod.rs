@@ -103,7 +103,6 @@ pub struct Envd {
     pub processes: Arc<processes::Processes>,
     defaults: RwLock<Defaults>,
     env: Arc<ChildEnv>,
-    shutdown: CancellationToken,
 }
 
 impl std::fmt::Debug for Envd {
@@ -124,16 +123,10 @@ impl Envd {
         Envd {
             tokens: Tokens::new(server_token),
             watchers: Watchers::new(shutdown.clone()),
-            processes: Arc::new(processes::Processes::new(scrollback, shutdown.clone())),
+            processes: Arc::new(processes::Processes::new(scrollback, shutdown)),
             defaults: RwLock::new(Defaults::default()),
             env,
-            shutdown,
         }
-    }
-
-    /// Cancelled at shutdown.
-    pub fn shutdown(&self) -> &CancellationToken {
-        &self.shutdown
     }
 
     /// The child environment store.

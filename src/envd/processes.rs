@@ -381,20 +381,6 @@ impl Processes {
         running.sort_by_key(|p| p.pid);
         running
     }
-
-    /// Kills every process (server shutdown): `SIGTERM` to each group, `SIGKILL` after `grace`.
-    pub async fn shutdown(&self, grace: Duration) {
-        let all: Vec<Arc<Process>> = self.lock().processes.values().filter(|p| p.running()).cloned().collect();
-        futures_util::future::join_all(all.iter().map(|p| async move {
-            match &p.io {
-                Io::Pipes { job, .. } => {
-                    job.terminate(grace).await;
-                }
-                Io::Terminal { session } => session.terminate(grace).await,
-            }
-        }))
-        .await;
-    }
 }
 
 fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<Io, EnvdError> {
