@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::scrollback::{Scrollback, Utf8Decoder};
 use super::spawn::{ExitFuture, ShellExit, SpawnedShell};
 use crate::api::PtySessionInfo;
+use crate::process::Job;
 
 /// How long an attached connection may leave output unread before the shell stops waiting for it.
 pub const STALL_LIMIT: Duration = Duration::from_secs(5);
@@ -38,6 +39,7 @@ pub struct Session {
     id: String,
     shell: String,
     pid: i32,
+    job: Job,
     created_at: f64,
     master: AsyncFd<OwnedFd>,
     state: Mutex<State>,
@@ -103,6 +105,7 @@ impl Session {
             id,
             shell,
             pid: spawned.pid,
+            job: spawned.job,
             created_at: now,
             master,
             state: Mutex::new(State { cols: size.0, rows: size.1, last_activity: Instant::now(), attached: 0 }),
@@ -190,10 +193,7 @@ impl Session {
             return;
         }
         let foreground = rustix::termios::tcgetpgrp(self.master.get_ref()).map(|p| p.as_raw_nonzero().get());
-        let group = foreground.unwrap_or(self.pid);
-        if let Err(e) = killpg(Pid::from_raw(group), signal) {
-            tracing::debug!(session = %self.id, group, %signal, error = %e, "cannot signal the foreground group");
-        }
+        self.signal_groups(&[foreground.unwrap_or(self.pid)], signal);
     }
 
     /// Writes some of `data` to the terminal; returns how much was taken.
@@ -257,19 +257,28 @@ impl Session {
             let foreground = rustix::termios::tcgetpgrp(self.master.get_ref()).map(|p| p.as_raw_nonzero().get());
             let groups: Vec<i32> =
                 std::iter::once(self.pid).chain(foreground.ok().filter(|g| *g != self.pid)).collect();
-            for group in &groups {
-                let _ = killpg(Pid::from_raw(*group), Signal::SIGHUP);
-                let _ = killpg(Pid::from_raw(*group), Signal::SIGCONT);
+            for signal in [Signal::SIGHUP, Signal::SIGCONT] {
+                self.signal_groups(&groups, signal);
             }
             let mut exit = self.exit.subscribe();
             if tokio::time::timeout(grace, exit.wait_for(Option::is_some)).await.is_err() {
-                for group in &groups {
-                    let _ = killpg(Pid::from_raw(*group), Signal::SIGKILL);
-                }
+                self.signal_groups(&groups, Signal::SIGKILL);
                 let _ = tokio::time::timeout(Duration::from_secs(5), exit.wait_for(Option::is_some)).await;
             }
         }
         self.closed.cancel();
+    }
+
+    /// Signals `groups`: the shell's own through the supervisor (never once
+    /// its id may name someone else's group), a foreground job's directly.
+    fn signal_groups(&self, groups: &[i32], signal: Signal) {
+        for group in groups {
+            if *group == self.pid {
+                let _ = self.job.signal_group(signal);
+            } else {
+                let _ = killpg(Pid::from_raw(*group), signal);
+            }
+        }
     }
 
     /// Drains the terminal into the ring until the terminal closes or the session ends.

@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 
 use rustix::pty::OpenptFlags;
 
-use crate::process::{supervisor, SpawnOptions};
+use crate::process::{supervisor, Job, SpawnOptions};
 use rustix::termios::Winsize;
 
 /// How a shell ended: the supervisor's exit status.
@@ -36,6 +36,8 @@ pub struct SpawnedShell {
     pub master: OwnedFd,
     /// Its exit.
     pub exit: ExitFuture,
+    /// The supervisor's handle, to signal its group only while that is safe.
+    pub job: Job,
 }
 
 /// What to start.
@@ -92,6 +94,7 @@ pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
     // The command (and its copies of the slave) is gone: only the shell holds the slave now.
     let pid = spawned.job.pid();
     let job = spawned.job;
-    let exit = Box::pin(async move { job.exited().await });
-    Ok(SpawnedShell { pid, master, exit })
+    let waiter = job.clone();
+    let exit = Box::pin(async move { waiter.exited().await });
+    Ok(SpawnedShell { pid, master, exit, job })
 }
