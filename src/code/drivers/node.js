@@ -141,7 +141,7 @@
   function compile(code, filename) {
     const source = stripTypes ? stripTypes(code, filename) : code;
     try {
-      return new vm.Script(source, { filename });
+      return new vm.Script(cellRewriter.declareGlobally(source), { filename });
     } catch (error) {
       if (!(error instanceof SyntaxError) || !cellRewriter.needsRewrite(source)) throw error;
       // import declarations or top-level await: run the cell as an async function.

@@ -1,6 +1,8 @@
 // Cell rewriting of the Node.js driver (embedded in the binary, before node.js).
 //
-// A cell that compiles as a script runs as it is. One with static `import`
+// A cell runs as a script whose top-level `let`, `const` and `class`
+// declarations are made `var` ones, so running a cell again (or declaring a
+// name again) works as in a REPL. One with static `import`
 // declarations or top-level `await` cannot be a script: it is rewritten into
 // an async function whose top-level declarations become assignments to
 // globals (so they outlive the cell, as in a REPL), whose imports become
@@ -220,10 +222,34 @@ const cellRewriter = (() => {
     return `(async () => { ${prologue}${out}\n})()`;
   }
 
+  // The cell with its top-level let/const/class declarations made var ones (same lines and columns).
+  function declareGlobally(src) {
+    if (!/\b(let|const|class)\b/.test(src)) return src;
+    const tokens = tokenize(src);
+    const edits = [];
+    for (const statement of statements(tokens)) {
+      const [first, second] = statement;
+      if (!second) continue;
+      if ((first.value === 'let' || first.value === 'const') && (second.type === 'name' || second.value === '{' || second.value === '[')) {
+        edits.push({ from: first.start, to: first.end, text: 'var'.padEnd(first.value.length) });
+      } else if (first.value === 'class' && second.type === 'name') {
+        const body = statement.find((t) => t.value === '{');
+        const close = body && statement[statement.indexOf(body) + 1];
+        if (!close) continue;
+        edits.push({ from: close.end, to: close.end, text: ';' });
+        edits.push({ from: first.start, to: first.start, text: `var ${second.value} = ` });
+      }
+    }
+    edits.sort((a, b) => b.from - a.from);
+    let out = src;
+    for (const edit of edits) out = out.slice(0, edit.from) + edit.text + out.slice(edit.to);
+    return out;
+  }
+
   // Whether a cell has `await`, or top-level `import` or `export` (then rewriting may help).
   function needsRewrite(src) {
     return tokenize(src).some((t) => t.type === 'name' && (t.value === 'await' || (t.depth === 0 && (t.value === 'import' || t.value === 'export'))));
   }
 
-  return { rewrite, needsRewrite, tokenize };
+  return { rewrite, needsRewrite, declareGlobally, tokenize };
 })();

@@ -200,7 +200,7 @@ def main():
         elif name == "pip":
             import shlex
 
-            return shell("%s -m pip %s" % (shlex.quote(sys.executable), arg))
+            shell("%s -m pip %s" % (shlex.quote(sys.executable), arg))
         elif name == "env":
             key, sep, value = arg.replace("=", " ", 1).partition(" ") if arg else ("", "", "")
             if not key:
@@ -226,7 +226,13 @@ def main():
             return None
         raise NameError("cell magic %%%%%s is not supported here (supported: %%%%bash, %%%%sh, %%%%writefile)" % name)
 
-    builtins.__abx_magic__ = lambda kind, text: shell(text) if kind == "!" else getoutput(text) if kind == "=!" else line_magic(text)
+    def magic(kind, text):
+        if kind == "!":
+            shell(text)  # as in IPython, `!cmd` has no value
+            return None
+        return getoutput(text) if kind == "=!" else line_magic(text)
+
+    builtins.__abx_magic__ = magic
     builtins.__abx_cell_magic__ = cell_magic
 
     def prepare(code, filename):
