@@ -106,26 +106,27 @@ def _is_guide(line):
     return len(xs) == 2 and len(ys) == 2 and (xs[0] == xs[1] or ys[0] == ys[1])
 
 
-def _line_chart(ax, lines):
-    elements = []
-    for index, line in enumerate(lines):
-        label = line.get_label()
-        if label.startswith("_"):
-            label = "Line %d" % index
-        points = [[_point(x), _point(y)] for x, y in zip(line.get_xdata(), line.get_ydata())]
-        elements.append({"label": label, "points": points})
-    return _points(ax, "line", elements)
+def _values(data):
+    """Coordinates as JSON values: numbers at once when they are numbers (NaN and infinities as null)."""
+    import numpy
+
+    array = numpy.asarray(data)
+    if array.dtype.kind not in "iuf":
+        return [_point(v) for v in data]
+    values = array.astype(float).tolist()
+    if numpy.isfinite(array).all():
+        return values
+    return [v if math.isfinite(v) else None for v in values]
 
 
-def _scatter_chart(ax, collections):
+def _series_chart(ax, kind, series, unnamed):
+    """A line or scatter chart; series are (label, xs, ys)."""
     elements = []
-    for index, collection in enumerate(collections):
-        label = collection.get_label()
+    for index, (label, xs, ys) in enumerate(series):
         if label.startswith("_"):
-            label = "Series %d" % index
-        points = [[_point(x), _point(y)] for x, y in collection.get_offsets().tolist()]
-        elements.append({"label": label, "points": points})
-    return _points(ax, "scatter", elements)
+            label = "%s %d" % (unnamed, index)
+        elements.append({"label": label, "points": [list(p) for p in zip(_values(xs), _values(ys))]})
+    return _points(ax, kind, elements)
 
 
 def _category(axis, position):
@@ -219,9 +220,11 @@ def axes_chart(ax):
     if others and all(isinstance(a, PathPatch) for a in others) and lines:
         return _box_chart(ax, others, lines)
     if not others and data_lines:
-        return _line_chart(ax, data_lines)
+        series = [(line.get_label(), line.get_xdata(), line.get_ydata()) for line in data_lines]
+        return _series_chart(ax, "line", series, "Line")
     if others and all(isinstance(a, PathCollection) for a in others):
-        return _scatter_chart(ax, others)
+        series = [(c.get_label(), c.get_offsets()[:, 0], c.get_offsets()[:, 1]) for c in others]
+        return _series_chart(ax, "scatter", series, "Series")
     if others and all(isinstance(a, Wedge) for a in others):
         return _pie_chart(ax, others)
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]

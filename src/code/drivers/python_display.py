@@ -140,14 +140,36 @@ def _figure(fig, data):
         data["e2b/chart"] = chart
 
 
+class Raw(str):
+    """JSON text that goes into an event as it is (encoded once, where it is made)."""
+
+
+def _column(series):
+    """A column's values as JSON text: numbers, ISO 8601 times, null for NaN and NaT."""
+    kind = series.dtype.kind
+    if kind in "iub":
+        return json.dumps(series.tolist())
+    if kind == "f":
+        values = series.tolist()
+        if series.isna().any():
+            values = [None if v != v else v for v in values]
+        return json.dumps(values, allow_nan=False)
+    if kind == "M":
+        return json.dumps([None if v != v else v.isoformat() for v in series.tolist()])
+    return json.dumps(plain(series.tolist()), ensure_ascii=False, allow_nan=False)
+
+
 def _frame_data(frame):
     if frame.size * 2 > _max_result:
         raise ResultTooLarge(
             "the data frame has %d cells, too many for the %s result limit; display a slice such as df.head(1000)"
             % (frame.size, _mib(_max_result))
         )
-    columns = frame.to_dict(orient="list")
-    return plain(columns)
+    fields = []
+    for index, name in enumerate(frame.columns):
+        key = name if isinstance(name, str) else str(name)
+        fields.append("%s:%s" % (json.dumps(key, ensure_ascii=False), _column(frame.iloc[:, index])))
+    return Raw("{%s}" % ",".join(fields))
 
 
 def charts():
@@ -212,9 +234,16 @@ def bundle(obj, include=None, exclude=None):
     return data
 
 
+def _value(value):
+    if isinstance(value, Raw):
+        return value
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+
+
 def _encode(main, data):
-    frame = {"t": "result", "main": main, "data": data}
-    return json.dumps(frame, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8", "replace")
+    fields = ",".join("%s:%s" % (json.dumps(k, ensure_ascii=False), _value(v)) for k, v in data.items())
+    text = '{"t":"result","main":%s,"data":{%s}}' % ("true" if main else "false", fields)
+    return text.encode("utf-8", "replace")
 
 
 def publish(obj, main=False, raw=False, include=None, exclude=None):
@@ -230,7 +259,7 @@ def publish(obj, main=False, raw=False, include=None, exclude=None):
         del data["e2b/chart"]
         encoded = _encode(main, data)
     if len(encoded) > _max_result:
-        sizes = sorted(((len(json.dumps(v, default=str)), k) for k, v in data.items()), reverse=True)
+        sizes = sorted(((len(_value(v)), k) for k, v in data.items()), reverse=True)
         raise ResultTooLarge(
             "the result is %s (%s), over the %s result limit; save it to a file or display less"
             % (_mib(len(encoded)), ", ".join("%s %s" % (k, _mib(s)) for s, k in sizes[:2]), _mib(_max_result))
