@@ -50,6 +50,8 @@ pub mod endpoints;
 pub mod envd;
 pub mod environment;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod http;
 pub mod logging;
 pub mod policy;

@@ -13,7 +13,7 @@ pub mod envd;
 pub mod error;
 pub mod extract;
 mod files;
-mod files_json;
+pub(crate) mod files_json;
 mod files_transfer;
 mod pipeline;
 mod process;
