@@ -6,6 +6,11 @@
 //! A run whose caller goes away (the request is dropped, the stream's client
 //! disconnects) has its group terminated the same way.
 //!
+//! Both answer when the command exits: output its background descendants
+//! still write to the inherited pipes is read until the pipes are quiet for
+//! [`QUIET_AFTER_EXIT`] (at most [`DRAIN_AFTER_EXIT`]), then the pipes close
+//! and the descendants run on (`sleep 60 & echo started` answers at once).
+//!
 //! `/shell` keeps at most `max_output_bytes` of each stream (default
 //! [`DEFAULT_SHELL_OUTPUT_BYTES`]) and drains the rest, so the child never
 //! blocks and memory stays flat. `/shell/stream` reads lines through bounded
@@ -32,6 +37,39 @@ pub const DEFAULT_SHELL_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// Longest line `/shell/stream` sends as one event; longer lines are split.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
+/// Once the command exited, a pipe a descendant still holds is read until it is quiet this long...
+pub const QUIET_AFTER_EXIT: Duration = Duration::from_millis(100);
+/// ...or for this long at most.
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+
+/// Reads `pipe` into `buffer` until the command has exited (`exited`) and the
+/// pipe is then quiet, or to its end; `Ok(0)` for either.
+async fn read_until_quiet(
+    pipe: &mut tokio::net::unix::pipe::Receiver,
+    buffer: &mut [u8],
+    exited: &CancellationToken,
+    drained_by: &mut Option<Instant>,
+) -> std::io::Result<usize> {
+    loop {
+        if exited.is_cancelled() {
+            let until = *drained_by.get_or_insert_with(|| Instant::now() + DRAIN_AFTER_EXIT);
+            let quiet = (Instant::now() + QUIET_AFTER_EXIT).min(until);
+            return tokio::time::timeout_at(quiet, pipe.read(buffer)).await.unwrap_or(Ok(0));
+        }
+        // Reading is cancel-safe: nothing is lost when the exit wins.
+        tokio::select! {
+            read = pipe.read(buffer) => return read,
+            () = exited.cancelled() => {}
+        }
+    }
+}
+
+/// Cancels `token` once `job` has exited, and returns its status.
+async fn mark_exit(job: &Job, token: &CancellationToken) -> ExitStatus {
+    let status = job.exited().await;
+    token.cancel();
+    status
+}
 
 /// Terminates a job's group when dropped while armed.
 #[derive(Debug)]
@@ -76,14 +114,19 @@ fn deadline_of(spec: &ExecSpec) -> Option<Instant> {
     spec.deadline().map(|d| Instant::now() + d)
 }
 
-/// Reads `pipe` to the end, keeping the first `cap` bytes.
-async fn read_capped(pipe: Option<tokio::net::unix::pipe::Receiver>, cap: usize) -> (Vec<u8>, bool) {
+/// Reads `pipe` to the end (or until quiet after the exit), keeping the first `cap` bytes.
+async fn read_capped(
+    pipe: Option<tokio::net::unix::pipe::Receiver>,
+    cap: usize,
+    exited: &CancellationToken,
+) -> (Vec<u8>, bool) {
     let Some(mut pipe) = pipe else { return (Vec::new(), false) };
     let mut kept = Vec::new();
     let mut truncated = false;
     let mut chunk = vec![0u8; READ_CHUNK];
+    let mut drained_by = None;
     loop {
-        match pipe.read(&mut chunk).await {
+        match read_until_quiet(&mut pipe, &mut chunk, exited, &mut drained_by).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = cap.saturating_sub(kept.len());
@@ -113,11 +156,9 @@ pub async fn run(spec: ExecSpec, max_output: Option<usize>) -> Result<ShellResul
     let stdout = pipe(spawned.stdout.map(Into::into));
     let stderr = pipe(spawned.stderr.map(Into::into));
     let cap = max_output.unwrap_or(DEFAULT_SHELL_OUTPUT_BYTES);
-    // Pipes first: they close when the process exits, and then its status is
-    // usually there to take without waiting for the reaper thread.
+    let exited = CancellationToken::new();
     let finished = async {
-        let (out, err) = tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap));
-        (out, err, job.exited().await)
+        tokio::join!(read_capped(stdout, cap, &exited), read_capped(stderr, cap, &exited), mark_exit(&job, &exited))
     };
     let outcome = tokio::select! {
         done = finished => Some(done),
@@ -166,14 +207,16 @@ fn start_reader(
     pipe: Option<std::os::fd::OwnedFd>,
     stream: Stream,
     lines: mpsc::Sender<(Stream, Vec<u8>)>,
+    exited: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let mut pipe = receiver(pipe?).ok()?;
     Some(tokio::spawn(async move {
         let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
         let mut chunk = vec![0u8; READ_CHUNK];
         let mut pending = Vec::new();
+        let mut drained_by = None;
         loop {
-            let n = match pipe.read(&mut chunk).await {
+            let n = match read_until_quiet(&mut pipe, &mut chunk, &exited, &mut drained_by).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
@@ -201,9 +244,14 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
     let job = spawned.job;
     let mut guard = KillOnDrop::new(job.clone());
     let (line_tx, mut lines) = mpsc::channel(64);
+    let exited = CancellationToken::new();
+    let watcher = tokio::spawn({
+        let (job, exited) = (job.clone(), exited.clone());
+        async move { mark_exit(&job, &exited).await }
+    });
     let readers: Vec<JoinHandle<()>> = [
-        start_reader(spawned.stdout.map(Into::into), Stream::Stdout, line_tx.clone()),
-        start_reader(spawned.stderr.map(Into::into), Stream::Stderr, line_tx),
+        start_reader(spawned.stdout.map(Into::into), Stream::Stdout, line_tx.clone(), exited.clone()),
+        start_reader(spawned.stderr.map(Into::into), Stream::Stderr, line_tx, exited),
     ]
     .into_iter()
     .flatten()
@@ -264,6 +312,7 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
         }
     };
     guard.disarm();
+    watcher.abort();
     for reader in readers {
         reader.abort();
     }
