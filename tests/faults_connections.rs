@@ -3,7 +3,7 @@
 //! (slowloris) while a health probe keeps asking. The probe must be served
 //! promptly throughout, and the descriptors must come back once the
 //! connections go. (The ≤ 5 ms p99 figure is measured on the release build
-//! by `bench/idle_connections.py`; a debug build on a shared CI machine gets
+//! by `bench/reliability/idle_connections.py`; a debug build on a shared CI machine gets
 //! a looser bound here.) Header-read and idle timeouts, connection caps and
 //! descriptor exhaustion have their own tests in tests/security_limits.rs.
 
