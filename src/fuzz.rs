@@ -22,8 +22,11 @@ use crate::http::envd::connect;
 use crate::http::files_json::scan::{Event, Scanner};
 use crate::policy::{Op, PathGuard};
 
+/// A fuzz target: takes arbitrary bytes, panics on a finding.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name its corpus folder and libFuzzer binary carry.
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("path_confinement", path_confinement),
     ("upload_scanner", upload_scanner),
     ("connect_envelopes", connect_envelopes),

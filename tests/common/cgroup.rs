@@ -33,7 +33,7 @@ fn v1_own_path(controller: &str) -> String {
     let table = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     table
         .lines()
-        .filter_map(|line| line.splitn(3, ':').nth(1).zip(line.splitn(3, ':').nth(2)))
+        .filter_map(|line| line.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
         .find(|(controllers, _)| controllers.split(',').any(|c| c == controller))
         .map_or_else(|| "/".to_string(), |(_, path)| path.to_string())
 }
