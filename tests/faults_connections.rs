@@ -77,3 +77,40 @@ fn health_stays_prompt_under_a_thousand_idle_and_slowloris_connections() {
     }
     assert!(probe(&address) < Duration::from_secs(1));
 }
+
+/// glibc malloc arenas of `pid`: anonymous mappings that start on a 64 MiB boundary.
+fn arenas(pid: u32) -> usize {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines()
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            let start = fields.next().and_then(|r| r.split('-').next()).and_then(|a| u64::from_str_radix(a, 16).ok());
+            let anonymous = fields.nth(4).is_none();
+            anonymous && start.is_some_and(|a| a % (64 << 20) == 0)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_concurrent_transfers_leaves_few_malloc_arenas() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return eprintln!("skipped: glibc arenas only");
+    }
+    let server = common::start();
+    let client = server.client();
+    let body = bytes::Bytes::from(vec![7u8; 1 << 20]);
+    for round in 0..4 {
+        let calls = (0..48).map(|i| {
+            let (client, body) = (client.clone(), body.clone());
+            async move {
+                let path = format!("burst/{round}-{i}.bin");
+                client.upload(&path, body.clone()).await.expect("upload");
+                assert_eq!(client.download(&path).await.expect("download").len(), body.len());
+            }
+        });
+        futures_util::future::join_all(calls).await;
+    }
+    let count = arenas(server.pid());
+    eprintln!("malloc arenas after the burst: {count}");
+    assert!(count <= 2, "{count} arenas: each keeps what it ever held");
+}
