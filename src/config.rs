@@ -156,6 +156,12 @@ pub struct ServeArgs {
     /// bash interpreter [default: bash].
     #[arg(long, env = "ABX_CODE_BASH", value_name = "PROGRAM")]
     pub code_bash: Option<String>,
+    /// Browser program of the browser group, a path or a name on PATH [default: chromium].
+    #[arg(long, env = "ABX_BROWSER_PATH", value_name = "PROGRAM")]
+    pub browser_path: Option<String>,
+    /// Close the browser after this many seconds without browser calls; 0 never [default: 300].
+    #[arg(long, env = "ABX_BROWSER_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub browser_idle_timeout_seconds: Option<f64>,
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
@@ -212,6 +218,10 @@ pub struct FileConfig {
     pub code_bash: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
+    /// Browser program (a path, or a name on `PATH`).
+    pub browser_path: Option<String>,
+    /// Seconds without browser calls before the browser is closed (0: never).
+    pub browser_idle_timeout_seconds: Option<f64>,
 }
 
 /// Why a configuration cannot be used.
@@ -300,6 +310,8 @@ pub struct Config {
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
+    /// How the browser group runs its browser.
+    pub browser: crate::browser::BrowserSettings,
 }
 
 /// Settings of code execution.
@@ -357,6 +369,15 @@ impl Config {
             args.code_keepalive_seconds.or(file.code_keepalive_seconds),
             DEFAULT_CODE_KEEPALIVE,
         )?;
+        let browser_idle = seconds(
+            "browser_idle_timeout_seconds",
+            args.browser_idle_timeout_seconds.or(file.browser_idle_timeout_seconds),
+            crate::browser::DEFAULT_IDLE_TIMEOUT,
+        )?;
+        let browser = crate::browser::BrowserSettings {
+            program: args.browser_path.or(file.browser_path).filter(|p| !p.is_empty()),
+            idle_timeout: (!browser_idle.is_zero()).then_some(browser_idle),
+        };
         let defaults = crate::code::Interpreters::default();
         let code = CodeSettings {
             max_contexts: args.code_max_contexts.or(file.code_max_contexts).unwrap_or(DEFAULT_CODE_MAX_CONTEXTS),
@@ -389,6 +410,7 @@ impl Config {
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
+            browser,
         })
     }
 
