@@ -518,6 +518,20 @@ mod tests {
     }
 
     #[test]
+    fn browser_settings_merge_flags_over_the_file() {
+        let file = parse_file("browser_path = \"/opt/chrome\"\nbrowser_idle_timeout_seconds = 0\n").expect("valid");
+        let config = Config::merge(ServeArgs::default(), file.clone(), None).expect("valid");
+        assert_eq!(config.browser.program.as_deref(), Some("/opt/chrome"));
+        assert_eq!(config.browser.idle_timeout, None, "0 keeps the browser");
+        let args = ServeArgs { browser_idle_timeout_seconds: Some(2.5), ..ServeArgs::default() };
+        let config = Config::merge(args, file, None).expect("valid");
+        assert_eq!(config.browser.idle_timeout, Some(Duration::from_millis(2500)));
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!(defaults.browser.idle_timeout, Some(crate::browser::DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(defaults.browser.program, None);
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let err = parse_file("prot = 9000\n").expect_err("unknown key");
         assert!(err.contains("prot"), "{err}");
@@ -552,6 +566,8 @@ mod tests {
             "code_node",
             "code_bash",
             "sync_writes",
+            "browser_path",
+            "browser_idle_timeout_seconds",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

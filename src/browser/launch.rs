@@ -66,7 +66,7 @@ fn is_executable(path: &Path) -> bool {
 
 /// Chromium's flags for a headless browser on a machine with no network
 /// beyond loopback, with its profile in `profile`.
-pub fn flags(profile: &Path, root: bool) -> Vec<String> {
+pub fn flags(profile: &Path, no_sandbox: bool) -> Vec<String> {
     let mut flags: Vec<String> = [
         "--headless",
         "--disable-gpu",
@@ -91,7 +91,7 @@ pub fn flags(profile: &Path, root: bool) -> Vec<String> {
     .into_iter()
     .map(str::to_string)
     .collect();
-    if root {
+    if no_sandbox {
         flags.push("--no-sandbox".into());
     }
     flags.push(format!("--window-size={},{}", VIEWPORT.0, VIEWPORT.1));
@@ -101,11 +101,26 @@ pub fn flags(profile: &Path, root: bool) -> Vec<String> {
 }
 
 /// Starts `program` with a fresh profile and waits for its DevTools address.
+/// Chromium's own sandbox is off for root (it refuses to run otherwise) and,
+/// after one failed start that says so, where the container gives an
+/// unprivileged user no namespaces for it: the sandbox the daemon runs in
+/// is then the boundary.
 ///
 /// # Errors
 /// [`BrowserError::Start`] when it cannot be spawned, exits, or says
 /// nothing within the start timeout.
 pub async fn launch(program: &Path, env: &ChildEnv) -> Result<Launched, BrowserError> {
+    let root = nix::unistd::geteuid().is_root();
+    match launch_once(program, env, root).await {
+        Err(BrowserError::Start(detail)) if !root && detail.contains("sandbox") => {
+            tracing::warn!(detail, "Chromium's sandbox is unavailable here; starting it with --no-sandbox");
+            launch_once(program, env, true).await
+        }
+        other => other,
+    }
+}
+
+async fn launch_once(program: &Path, env: &ChildEnv, no_sandbox: bool) -> Result<Launched, BrowserError> {
     let start = |detail: String| BrowserError::Start(detail);
     let profile = tempfile::Builder::new()
         .prefix("abx-browser-")
@@ -113,7 +128,7 @@ pub async fn launch(program: &Path, env: &ChildEnv) -> Result<Launched, BrowserE
         .map_err(|e| start(format!("cannot make a profile directory: {e}")))?;
     let mut command = std::process::Command::new(program);
     command
-        .args(flags(profile.path(), nix::unistd::geteuid().is_root()))
+        .args(flags(profile.path(), no_sandbox))
         .env_clear()
         .envs(env.snapshot())
         // Chromium's own files (crash reports, NSS database) stay in the profile.
