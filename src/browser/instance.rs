@@ -142,6 +142,7 @@ impl Instance {
         cdp.call(s, &p::LifecycleEvents { enabled: true }).await?;
         cdp.call(s, &p::RuntimeEnable {}).await?;
         cdp.call(s, &p::NetworkEnable {}).await?;
+        cdp.call(s, &p::InspectorEnable {}).await?;
         let (width, height) = launch::VIEWPORT;
         cdp.call(s, &p::DeviceMetrics { width, height, device_scale_factor: 1.0, mobile: false }).await?;
         Ok((cdp, session, target, shared))
@@ -222,6 +223,11 @@ async fn event_loop(
                     drop(state);
                     shared.changed.notify_waiters();
                     tokio::spawn(prepare(cdp.clone(), attached));
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Ok(detached) = event.decode::<p::DetachedFromTarget>() {
+                    shared.lock().sessions.retain(|_, session| *session != detached.session_id);
                 }
             }
             "Runtime.consoleAPICalled" => {

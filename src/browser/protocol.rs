@@ -116,6 +116,7 @@ simple!(PageEnable, "Page.enable");
 simple!(RuntimeEnable, "Runtime.enable");
 simple!(NetworkEnable, "Network.enable");
 simple!(StopLoading, "Page.stopLoading");
+simple!(InspectorEnable, "Inspector.enable");
 simple!(TerminateExecution, "Runtime.terminateExecution");
 
 /// `Page.setLifecycleEventsEnabled`.
@@ -436,6 +437,14 @@ pub struct TargetInfo {
     /// `page`, `iframe`, `worker`, `service_worker`, ...
     #[serde(rename = "type")]
     pub kind: String,
+}
+
+/// `Target.detachedFromTarget`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetachedFromTarget {
+    /// The session that ended.
+    pub session_id: String,
 }
 
 /// `Fetch.requestPaused`.
