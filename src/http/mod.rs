@@ -7,6 +7,7 @@
 mod browser;
 mod code;
 pub mod code_port;
+pub mod code_wire;
 mod commands;
 mod core;
 pub mod envd;
