@@ -63,8 +63,8 @@ pub async fn packages(
     Ok(Json(app.system.packages(manager, &app.env, app.engine.base_dir()).await?))
 }
 
-/// The endpoint's `allow_vars` / `deny_vars`.
-fn var_rules(grant: &Grant) -> VarRules {
+/// The endpoint's `allow_vars` / `deny_vars` (envd's `/init` and `/envs` use `env_set`'s and `env_get`'s).
+pub(crate) fn var_rules(grant: &Grant) -> VarRules {
     let list = |param| match grant.param(param) {
         Some(ParamValue::Strings(patterns)) => patterns.as_slice(),
         _ => &[],

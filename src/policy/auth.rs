@@ -27,22 +27,42 @@ fn err<T>(message: impl Into<String>) -> Result<T, PolicyConfigError> {
 pub struct TokenIdentity {
     identity: Arc<Identity>,
     digest: [u8; 32],
+    /// The token itself, when it is known (read from the environment): it
+    /// signs envd `/files` URLs. A policy's `token_sha256` identity has none.
+    plain: Option<Arc<str>>,
 }
 
 impl TokenIdentity {
-    /// An identity whose token is `token` (only its digest is kept).
+    /// An identity whose token is `token`; it can sign URLs.
     pub fn from_token(id: impl Into<String>, scopes: BTreeSet<String>, token: &str) -> Self {
-        TokenIdentity::from_digest(id, scopes, sha256(token.as_bytes()))
+        let mut entry = TokenIdentity::from_digest(id, scopes, sha256(token.as_bytes()));
+        entry.plain = Some(Arc::from(token));
+        entry
     }
 
-    /// An identity whose token has the given SHA-256 digest.
+    /// An identity whose token has the given SHA-256 digest (it cannot sign URLs).
     pub fn from_digest(id: impl Into<String>, scopes: BTreeSet<String>, digest: [u8; 32]) -> Self {
-        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest }
+        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest, plain: None }
     }
 
     /// Who the token is.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// The shared identity.
+    pub fn shared(&self) -> &Arc<Identity> {
+        &self.identity
+    }
+
+    /// The token, when known (the key of the URLs it signs).
+    pub fn plain(&self) -> Option<&str> {
+        self.plain.as_deref()
+    }
+
+    /// Whether `presented` is this token (constant time).
+    pub fn matches(&self, presented: &str) -> bool {
+        bool::from(sha256(presented.as_bytes()).ct_eq(&self.digest))
     }
 }
 
@@ -59,6 +79,39 @@ pub struct Credentials<'a> {
     pub authorization: Vec<&'a str>,
     /// Every `X-Access-Token` header value.
     pub access_tokens: Vec<&'a str>,
+}
+
+impl<'a> Credentials<'a> {
+    /// The bearer tokens of the `Authorization` values.
+    pub fn bearers(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.authorization.iter().filter_map(|value| {
+            let (scheme, rest) = value.split_once(' ')?;
+            let token = rest.trim();
+            (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+        })
+    }
+
+    /// The tokens presented, each at most once: the bearer token, then the access token.
+    ///
+    /// # Errors
+    /// [`Denial::AmbiguousCredentials`] for several distinct bearer tokens or
+    /// several distinct `X-Access-Token` values (one of each is fine: a
+    /// gateway's `X-Access-Token` travels beside the caller's bearer token).
+    pub fn presented(&self) -> Result<Vec<&'a str>, Denial> {
+        let mut presented = Vec::with_capacity(2);
+        for values in [self.bearers().collect::<Vec<_>>(), self.access_tokens.clone()] {
+            match values.split_first() {
+                Some((first, rest)) if rest.iter().all(|v| v == first) => {
+                    if !first.is_empty() && !presented.contains(first) {
+                        presented.push(*first);
+                    }
+                }
+                Some(_) => return Err(Denial::AmbiguousCredentials),
+                None => {}
+            }
+        }
+        Ok(presented)
+    }
 }
 
 /// Turns credentials into identities.
@@ -103,17 +156,8 @@ impl Authenticator {
     /// values, [`Denial::Unauthorized`] when no credential matches and
     /// anonymous callers are not admitted.
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
-        let access = &credentials.access_tokens;
-        if access.iter().any(|v| *v != access[0]) {
-            return Err(Denial::AmbiguousCredentials);
-        }
-        let bearers = credentials.authorization.iter().filter_map(|value| {
-            let (scheme, rest) = value.split_once(' ')?;
-            let token = rest.trim();
-            (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-        });
-        let mut presented = bearers.chain(access.iter().copied().filter(|v| !v.is_empty())).peekable();
-        if presented.peek().is_none() {
+        let presented = credentials.presented()?;
+        if presented.is_empty() {
             return self.anonymous.clone().ok_or(Denial::Unauthorized);
         }
         for candidate in presented {
@@ -305,6 +349,17 @@ mod tests {
         let auth = server("s3cret");
         assert_eq!(auth.authenticate(&creds(&[], &["a", "b"])), Err(Denial::AmbiguousCredentials));
         assert!(auth.authenticate(&creds(&[], &["s3cret", "s3cret"])).is_ok());
+    }
+
+    #[test]
+    fn distinct_bearer_tokens_are_ambiguous_but_one_beside_an_access_token_is_not() {
+        let auth = server("s3cret");
+        let guesses = creds(&["Bearer a", "Bearer b", "Bearer s3cret"], &[]);
+        assert_eq!(auth.authenticate(&guesses), Err(Denial::AmbiguousCredentials));
+        assert!(auth.authenticate(&creds(&["Bearer s3cret", "bearer s3cret"], &[])).is_ok());
+        assert!(auth.authenticate(&creds(&["Bearer s3cret", "Basic dXNlcjo="], &[])).is_ok());
+        assert!(auth.authenticate(&creds(&["Bearer s3cret"], &["gateway-token"])).is_ok());
+        assert_eq!(creds(&["Bearer x"], &["x"]).presented(), Ok(vec!["x"]));
     }
 
     #[test]

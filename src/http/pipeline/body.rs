@@ -1,0 +1,221 @@
+//! Request and response bodies at the edge.
+//!
+//! - [`keep_alive`]: a request body a handler (or a refusal) left unread
+//!   would make hyper drop the keep-alive connection whenever the rest of
+//!   the body had not arrived yet, and a client's pool would then see a
+//!   reset on its next request. The layer reads a small leftover to its end
+//!   before answering; a large or unknown one is answered with
+//!   `Connection: close` and read on in the background (within a byte and
+//!   time budget), so the connection closes cleanly after the answer.
+//! - [`Held`]: a response body that keeps the concurrency permit (and the
+//!   grant) until it has been sent, as streams hold their slot.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+
+use crate::policy::Permit;
+
+/// A leftover body up to this size is read before answering (the connection stays open).
+const INLINE_DRAIN: u64 = 64 * 1024;
+/// How long reading a small leftover may take before the connection is closed instead.
+const INLINE_DRAIN_TIME: Duration = Duration::from_secs(2);
+/// A refused body is read and discarded in the background up to this many bytes...
+pub(super) const DRAIN_CAP: u64 = 256 * 1024 * 1024;
+/// ...and for this long, so the client sees the answer instead of a reset.
+pub(super) const DRAIN_TIME: Duration = Duration::from_secs(30);
+
+struct Shared {
+    body: Mutex<Option<Body>>,
+    done: AtomicBool,
+}
+
+/// The request body as handlers see it: reads go through to the real one,
+/// which stays reachable by [`keep_alive`] when the handler drops it unread.
+struct Guarded(Arc<Shared>);
+
+impl HttpBody for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let mut slot = self.0.body.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(body) = slot.as_mut() else { return Poll::Ready(None) };
+        let polled = Pin::new(body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.0.done.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.body.lock().unwrap_or_else(PoisonError::into_inner).as_ref().is_none_or(HttpBody::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.body.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(HttpBody::size_hint).unwrap_or_default()
+    }
+}
+
+/// Whether a request announces a body (a length above zero, or chunked).
+fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
+}
+
+pub(super) fn expects_continue(headers: &HeaderMap) -> bool {
+    headers.get(header::EXPECT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+}
+
+/// The layer every router runs outermost: see the module documentation.
+pub async fn keep_alive(mut request: Request, next: Next) -> Response {
+    if !has_body(request.headers()) {
+        return next.run(request).await;
+    }
+    let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok());
+    let expect_continue = expects_continue(request.headers());
+    let body = std::mem::take(request.body_mut());
+    let shared = Arc::new(Shared { body: Mutex::new(Some(body)), done: AtomicBool::new(false) });
+    *request.body_mut() = Body::new(Guarded(Arc::clone(&shared)));
+    let mut response = next.run(request).await;
+    if shared.done.load(Ordering::Acquire) || Arc::strong_count(&shared) > 1 {
+        // Read to its end, or still being read by the answer (a stream, a background drain).
+        return response;
+    }
+    let Some(body) = shared.body.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+        return response;
+    };
+    if body.is_end_stream() {
+        return response;
+    }
+    if expect_continue {
+        // The client waits for "100 Continue" before sending; it will not come now.
+        return closing(response);
+    }
+    if declared.is_some_and(|n: u64| n <= INLINE_DRAIN) && drain(body, INLINE_DRAIN, INLINE_DRAIN_TIME).await {
+        return response;
+    }
+    if let Some(body) = shared.body.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        tokio::spawn(drain(body, DRAIN_CAP, DRAIN_TIME));
+    }
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Reads and discards `body` within `cap` bytes and `time`; whether it reached its end.
+pub(super) async fn drain(mut body: Body, cap: u64, time: Duration) -> bool {
+    let read = async {
+        let mut seen = 0u64;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if seen > cap {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(time, read).await.unwrap_or(false)
+}
+
+/// A response body that holds `held` until it has been sent (or dropped),
+/// and counts the bytes sent into `sent`.
+pub(super) struct Held<T> {
+    inner: Body,
+    held: Option<T>,
+    on_end: Option<Box<dyn FnOnce(&mut T, u64) + Send>>,
+    sent: u64,
+}
+
+impl<T: Send + Unpin + 'static> Held<T> {
+    /// `response` with its body wrapped; `on_end(held, bytes)` runs once, when the body ends or is dropped.
+    pub(super) fn wrap(response: Response, held: T, on_end: impl FnOnce(&mut T, u64) + Send + 'static) -> Response {
+        response.map(|inner| Body::new(Held { inner, held: Some(held), on_end: Some(Box::new(on_end)), sent: 0 }))
+    }
+
+    fn finish(&mut self) {
+        if let (Some(held), Some(on_end)) = (self.held.as_mut(), self.on_end.take()) {
+            on_end(held, self.sent);
+        }
+        self.held = None;
+    }
+}
+
+impl<T> Drop for Held<T> {
+    fn drop(&mut self) {
+        if let (Some(held), Some(on_end)) = (self.held.as_mut(), self.on_end.take()) {
+            on_end(held, self.sent);
+        }
+    }
+}
+
+impl<T: Send + Unpin + 'static> HttpBody for Held<T> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => self.sent += frame.data_ref().map_or(0, |d| d.len() as u64),
+            Poll::Ready(None | Some(Err(_))) => self.finish(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Keeps the concurrency slot until the response body has been sent.
+pub(crate) fn hold_permit(response: Response, permit: Option<Permit>) -> Response {
+    match permit {
+        None => response,
+        Some(permit) => Held::wrap(response, permit, |_, _| {}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn drain_reads_to_the_end_within_its_cap() {
+        assert!(drain(Body::from(vec![0u8; 1000]), 2000, Duration::from_secs(1)).await);
+        assert!(!drain(Body::from(vec![0u8; 3000]), 2000, Duration::from_secs(1)).await);
+    }
+
+    #[test]
+    fn bodies_are_announced_by_length_or_chunking() {
+        let mut headers = HeaderMap::new();
+        assert!(!has_body(&headers));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        assert!(!has_body(&headers));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("12"));
+        assert!(has_body(&headers));
+        headers.remove(header::CONTENT_LENGTH);
+        headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        assert!(has_body(&headers));
+    }
+}
