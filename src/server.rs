@@ -160,6 +160,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .configured(config.terminals, config.commands.clone())
         .serving_pty(pty_addr.port());
     state.interpreters = Arc::new(config.code.interpreters.clone());
+    state.metrics_anonymous = config.metrics_anonymous;
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
     let terminals = Arc::clone(&state.terminals);
     if !state.commands.is_empty() {
@@ -175,6 +176,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Arc::clone(&state.env),
         shutdown.clone(),
     );
+    state.interpreter = Some(Arc::clone(&interpreter));
     let (code_addr, code) = match start_code(config, &state, &interpreter, &shutdown).await? {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),

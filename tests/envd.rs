@@ -108,7 +108,8 @@ async fn streams_start_send_events_keepalives_and_end_with_the_deadline() {
     let (flags, end) = frames.next().await.expect("end");
     assert_eq!((status, flags, end["error"]["code"].as_str()), (200, 2, Some("not_found")), "{end}");
     // A streaming call refused at the door ends the stream with the error, as the protocol says.
-    let (status, _, mut frames) = Frames::open(&server, "filesystem.Filesystem/WatchDir", json!({"path": "w"}), &[]).await;
+    let (status, _, mut frames) =
+        Frames::open(&server, "filesystem.Filesystem/WatchDir", json!({"path": "w"}), &[]).await;
     let (flags, end) = frames.next().await.expect("end");
     assert_eq!((status, flags, end["error"]["code"].as_str()), (200, 2, Some("unauthenticated")), "{end}");
 }

@@ -71,6 +71,10 @@ pub struct AppState {
     pub interpreters: Arc<crate::code::Interpreters>,
     /// Whether `GET /metrics` answers without credentials.
     pub metrics_anonymous: bool,
+    /// The metrics every port's pipeline records.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The code port's contexts, when it runs (counted by the metrics).
+    pub interpreter: Option<Arc<crate::code::CodeInterpreter>>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -95,6 +99,8 @@ impl AppState {
             commands: Arc::new(Registry::default()),
             interpreters,
             metrics_anonymous: false,
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            interpreter: None,
             served: Arc::new(served),
         }
     }

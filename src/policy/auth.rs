@@ -101,13 +101,9 @@ impl<'a> Credentials<'a> {
         let mut presented = Vec::with_capacity(2);
         for values in [self.bearers().collect::<Vec<_>>(), self.access_tokens.clone()] {
             match values.split_first() {
-                Some((first, rest)) if rest.iter().all(|v| v == first) => {
-                    if !first.is_empty() && !presented.contains(first) {
-                        presented.push(*first);
-                    }
-                }
-                Some(_) => return Err(Denial::AmbiguousCredentials),
-                None => {}
+                Some((first, rest)) if rest.iter().any(|v| v != first) => return Err(Denial::AmbiguousCredentials),
+                Some((first, _)) if !first.is_empty() && !presented.contains(first) => presented.push(*first),
+                _ => {}
             }
         }
         Ok(presented)

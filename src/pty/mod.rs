@@ -218,6 +218,11 @@ impl Terminals {
         task.await.map_err(|e| TerminalError::Spawn(std::io::Error::other(e.to_string())))?
     }
 
+    /// Live terminals: running sessions, those starting, and envd's.
+    pub fn live(&self) -> usize {
+        self.table().live()
+    }
+
     /// A place under `max_sessions` (the policy's, else the setting) for a
     /// terminal started elsewhere, so every port counts against one limit.
     ///

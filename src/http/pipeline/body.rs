@@ -25,6 +25,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use crate::metrics::ByteMeter;
 use crate::policy::Permit;
 
 /// A leftover body up to this size is read before answering (the connection stays open).
@@ -39,6 +40,8 @@ pub(super) const DRAIN_TIME: Duration = Duration::from_secs(30);
 struct Shared {
     body: Mutex<Option<Body>>,
     done: AtomicBool,
+    /// Bytes read so far (for the metrics).
+    read: ByteMeter,
 }
 
 /// The request body as handlers see it: reads go through to the real one,
@@ -53,8 +56,13 @@ impl HttpBody for Guarded {
         let mut slot = self.0.body.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(body) = slot.as_mut() else { return Poll::Ready(None) };
         let polled = Pin::new(body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            self.0.done.store(true, Ordering::Release);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+                self.0.read.fetch_add(len, Ordering::Relaxed);
+            }
+            Poll::Ready(None | Some(Err(_))) => self.0.done.store(true, Ordering::Release),
+            Poll::Pending => {}
         }
         polled
     }
@@ -86,7 +94,9 @@ pub async fn keep_alive(mut request: Request, next: Next) -> Response {
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok());
     let expect_continue = expects_continue(request.headers());
     let body = std::mem::take(request.body_mut());
-    let shared = Arc::new(Shared { body: Mutex::new(Some(body)), done: AtomicBool::new(false) });
+    let read = ByteMeter::default();
+    request.extensions_mut().insert(Arc::clone(&read));
+    let shared = Arc::new(Shared { body: Mutex::new(Some(body)), done: AtomicBool::new(false), read });
     *request.body_mut() = Body::new(Guarded(Arc::clone(&shared)));
     let mut response = next.run(request).await;
     if shared.done.load(Ordering::Acquire) || Arc::strong_count(&shared) > 1 {
@@ -134,38 +144,44 @@ pub(super) async fn drain(mut body: Body, cap: u64, time: Duration) -> bool {
     tokio::time::timeout(time, read).await.unwrap_or(false)
 }
 
-/// A response body that holds `held` until it has been sent (or dropped),
-/// and counts the bytes sent into `sent`.
-pub(super) struct Held<T> {
+/// What a response holds until it has been sent: the concurrency slot,
+/// and what the metrics need to count its bytes.
+pub(super) struct Hold {
+    pub(super) _permit: Option<Permit>,
+    pub(super) read: Option<ByteMeter>,
+}
+
+/// What runs once the answer has been sent (or dropped), with its body's byte count.
+type OnEnd = Box<dyn FnOnce(&Hold, u64) + Send>;
+
+/// A response body that keeps a [`Hold`] until it has been sent (or
+/// dropped), counting the bytes sent.
+pub(super) struct Held {
     inner: Body,
-    held: Option<T>,
-    on_end: Option<Box<dyn FnOnce(&mut T, u64) + Send>>,
+    hold: Option<(Hold, OnEnd)>,
     sent: u64,
 }
 
-impl<T: Send + Unpin + 'static> Held<T> {
-    /// `response` with its body wrapped; `on_end(held, bytes)` runs once, when the body ends or is dropped.
-    pub(super) fn wrap(response: Response, held: T, on_end: impl FnOnce(&mut T, u64) + Send + 'static) -> Response {
-        response.map(|inner| Body::new(Held { inner, held: Some(held), on_end: Some(Box::new(on_end)), sent: 0 }))
+impl Held {
+    /// `response` with its body wrapped; `on_end` runs once, when the body ends or is dropped.
+    pub(super) fn wrap(response: Response, hold: Hold, on_end: impl FnOnce(&Hold, u64) + Send + 'static) -> Response {
+        response.map(|inner| Body::new(Held { inner, hold: Some((hold, Box::new(on_end))), sent: 0 }))
     }
 
     fn finish(&mut self) {
-        if let (Some(held), Some(on_end)) = (self.held.as_mut(), self.on_end.take()) {
-            on_end(held, self.sent);
+        if let Some((hold, on_end)) = self.hold.take() {
+            on_end(&hold, self.sent);
         }
-        self.held = None;
     }
 }
 
-impl<T> Drop for Held<T> {
+impl Drop for Held {
     fn drop(&mut self) {
-        if let (Some(held), Some(on_end)) = (self.held.as_mut(), self.on_end.take()) {
-            on_end(held, self.sent);
-        }
+        self.finish();
     }
 }
 
-impl<T: Send + Unpin + 'static> HttpBody for Held<T> {
+impl HttpBody for Held {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -185,14 +201,6 @@ impl<T: Send + Unpin + 'static> HttpBody for Held<T> {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// Keeps the concurrency slot until the response body has been sent.
-pub(crate) fn hold_permit(response: Response, permit: Option<Permit>) -> Response {
-    match permit {
-        None => response,
-        Some(permit) => Held::wrap(response, permit, |_, _| {}),
     }
 }
 

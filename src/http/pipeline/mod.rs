@@ -25,8 +25,8 @@ use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;
 use axum::routing::MethodRouter;
 
-pub(crate) use self::body::hold_permit;
 pub use self::body::keep_alive;
+use self::body::{Held, Hold};
 pub(crate) use self::render::connect_error;
 use super::error::ErrorCode;
 use super::extract::BodyLimit;
@@ -61,19 +61,22 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
     let started = Instant::now();
     let endpoint = route.endpoint;
     let method = req.method().clone();
-    let (grant, identity, refused, response) = match gate(&route, &mut req).await {
+    let read = req.extensions().get::<crate::metrics::ByteMeter>().cloned();
+    let (grant, identity, refused, permit, response) = match gate(&route, &mut req).await {
         Ok((grant, permit)) => {
             let identity = Arc::clone(grant.identity_arc());
             let response = next.run(req).await;
-            (Some(grant), Some(identity), Refused::default(), hold_permit(response, permit))
+            (Some(grant), Some(identity), Refused::default(), permit, response)
         }
         Err(refusal) => {
             let refused = Refused::of(&refusal.denial);
             let response = render::render(endpoint, req.headers(), refusal.denial, refusal.close);
-            (None, refusal.identity, refused, response)
+            (None, refusal.identity, refused, None, response)
         }
     };
     let status = response.status().as_u16();
+    let metrics = Arc::clone(&route.app.metrics);
+    metrics.answered(endpoint.port.as_str(), endpoint.id, status, started.elapsed().as_secs_f64());
     let code = response.extensions().get::<ErrorCode>().map(|c| c.0.as_str());
     let identity_id = identity.as_ref().map_or("-", |i| i.id.as_str());
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -88,7 +91,11 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
     if mode == AuditMode::All || (mode == AuditMode::Deny && decision != "allow") {
         audit(endpoint, identity_id, &method, decision, status, code, grant.as_ref(), &refused);
     }
-    response
+    // The slot is held, and the bytes counted, until the answer has been sent.
+    Held::wrap(response, Hold { _permit: permit, read }, move |hold, sent| {
+        let read = hold.read.as_ref().map_or(0, |r| r.load(std::sync::atomic::Ordering::Relaxed));
+        metrics.transferred(endpoint.port.as_str(), endpoint.id, read, sent);
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
