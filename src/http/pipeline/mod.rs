@@ -66,12 +66,12 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
         Ok((grant, permit)) => {
             let identity = Arc::clone(grant.identity_arc());
             let response = next.run(req).await;
-            (Some(grant), Some(identity), Refused::default(), permit, response)
+            (Some(grant), Some(identity), None, permit, response)
         }
         Err(refusal) => {
             let refused = Refused::of(&refusal.denial);
             let response = render::render(endpoint, req.headers(), refusal.denial, refusal.close);
-            (None, refusal.identity, refused, None, response)
+            (None, refusal.identity, Some(refused), None, response)
         }
     };
     let status = response.status().as_u16();
@@ -86,7 +86,9 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
     } else {
         tracing::debug!(target: "access", port, endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
     }
-    let decision = decision(status, code);
+    // A refusal at the door is a denial whatever its rendering (a Connect stream answers 200).
+    let decision = if refused.is_some() { "deny" } else { decision(status, code) };
+    let refused = refused.unwrap_or_default();
     let mode = route.app.engine.rule(endpoint).audit;
     if mode == AuditMode::All || (mode == AuditMode::Deny && decision != "allow") {
         audit(endpoint, identity_id, &method, decision, status, code, grant.as_ref(), &refused);
