@@ -32,8 +32,7 @@ fn listener(server: &TestServer, name: &str) -> String {
 async fn code(server: &TestServer, method: &str, path: &str, body: Value) -> (u16, Value) {
     let url = format!("{}{path}", listener(server, "code"));
     let request = reqwest::Client::new().request(method.parse().expect("method"), url);
-    let response =
-        request.header("x-access-token", common::TOKEN).body(body.to_string()).send().await.expect("send");
+    let response = request.header("x-access-token", common::TOKEN).body(body.to_string()).send().await.expect("send");
     let status = response.status().as_u16();
     let text = response.text().await.expect("body");
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))

@@ -186,8 +186,11 @@ fn anonymous(app: &AppState, endpoint: &Endpoint) -> bool {
 async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Grant, Option<Permit>), Refusal> {
     let endpoint = route.endpoint;
     let engine: &Arc<PolicyEngine> = &route.app.engine;
-    let (identity, user) = if anonymous(&route.app, endpoint) {
+    let (identity, user) = if !endpoint.auth_required {
         (engine.unauthenticated(), None)
+    } else if anonymous(&route.app, endpoint) {
+        // Configured open (`/metrics`): an anonymous caller with just what the rule asks.
+        (Arc::new(Identity::new("anonymous", engine.rule(endpoint).scopes.iter().cloned())), None)
     } else {
         let caller = credentials::authenticate(engine, endpoint, req.headers(), req.uri(), peer(req))
             .map_err(|d| Refusal::new(None, d))?;
