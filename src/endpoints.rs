@@ -930,15 +930,18 @@ pub static ENDPOINTS: &[Endpoint] = &[
     // code interpreter (49999): executing code is process execution
     code("code_health", Get, "/health", "health", &[]).anonymous().summary("The code port's liveness probe."),
     code("code_execute", Post, "/execute", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
         .exec()
         .streaming()
         .summary("Execute code in a context; output as NDJSON lines."),
     code("code_contexts_create", Post, "/contexts", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
         .paths()
         .exec()
         .summary("Start a context (a kernel) in a working directory."),
     code("code_contexts_list", Get, "/contexts", "process_list", &["process:read"]).summary("The live contexts."),
     code("code_contexts_restart", Post, "/contexts/{id}/restart", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
         .exec()
         .summary("Restart a context's kernel, clearing its state."),
     code("code_contexts_delete", Delete, "/contexts/{id}", "process_signal", &["process:manage"])
@@ -1031,6 +1034,17 @@ mod tests {
         }
         let also: Vec<_> = ENDPOINTS.iter().filter_map(|e| e.also).collect();
         assert!(also.iter().all(|id| find(id).is_some()), "{also:?}");
+    }
+
+    #[test]
+    fn docs_ports_names_the_rule_governing_every_extension() {
+        let doc = include_str!("../docs/ports.md");
+        for e in ENDPOINTS.iter().filter(|e| e.extension) {
+            let governing = e.governed_by.unwrap_or_default();
+            let row = doc.lines().find(|l| l.contains(&format!("| `{}` |", e.id)));
+            let row = row.unwrap_or_else(|| panic!("docs/ports.md has no row for {}", e.id));
+            assert!(row.contains(&format!("| `{governing}`")), "docs/ports.md: {} is governed by {governing}", e.id);
+        }
     }
 
     #[test]

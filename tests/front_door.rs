@@ -260,3 +260,21 @@ async fn limits_count_every_port_together() {
     let (status, body) = envd_call(&server, "filesystem.Filesystem/Stat", stat, token).await;
     assert_eq!((status, body["code"].as_str()), (429, Some("resource_exhausted")), "one bucket for both ports");
 }
+
+#[tokio::test]
+async fn command_rules_reach_envd_and_the_code_port() {
+    let policy = json!({"endpoints": {"process_start": {"params": {"allow_commands": ["ls ..."]}}}});
+    let server = with_preset(None, policy);
+    let (status, body) = code(&server, "POST", "/execute", json!({"code": "import os; os.system('id')"})).await;
+    assert_eq!(status, 403, "an interpreter is a shell: {body}");
+    assert!(body.to_string().contains("while the policy restricts commands"), "{body}");
+    let headers = [("x-access-token", common::TOKEN)];
+    let touch = json!({"process": {"cmd": "touch", "args": ["marker"]}});
+    let (_, _, mut frames) = Frames::open(&server, "process.Process/Start", touch, &headers).await;
+    let (flags, end) = frames.next().await.expect("end");
+    assert_eq!((flags, end["error"]["code"].as_str()), (2, Some("permission_denied")), "{end}");
+    let ls = json!({"process": {"cmd": "ls"}});
+    let (_, _, mut frames) = Frames::open(&server, "process.Process/Start", ls, &headers).await;
+    assert!(frames.next().await.expect("start").1["event"]["start"].is_object());
+    assert!(!server.base.join("marker").exists());
+}

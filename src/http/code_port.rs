@@ -138,14 +138,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Payload<T> {
     }
 }
 
+/// An interpreter runs any program its code asks for, as a shell does: while
+/// the policy restricts commands (`allow_commands`, `deny_commands` of
+/// `process_start`), code execution is refused like a shell is.
+fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
+    let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
+    if restricted {
+        let message = "Code execution is not permitted while the policy restricts commands";
+        return Err(Denial::forbidden("shell_not_allowed", message).into());
+    }
+    Ok(())
+}
+
 async fn health() -> Json<&'static str> {
     Json("OK")
 }
 
 async fn execute(
     State(state): State<CodeState>,
+    grant: Grant,
     Payload(request): Payload<ExecuteRequest>,
 ) -> Result<Response, TextError> {
+    commands_unrestricted(&grant)?;
     let lines = state.code.execute(request).await?;
     let body = Body::from_stream(ndjson(lines, state.keepalive));
     let mut response = Response::new(body);
@@ -181,6 +195,7 @@ async fn create(
     grant: Grant,
     Payload(request): Payload<CreateContextRequest>,
 ) -> Result<Json<ContextInfo>, TextError> {
+    commands_unrestricted(&grant)?;
     // The working directory obeys the path rules of process execution.
     let cwd = match request.cwd.as_deref().filter(|c| !c.is_empty()) {
         Some(raw) => Some(grant.resolve(raw, Op::Exec, "cwd")?.display().to_string()),
@@ -193,7 +208,12 @@ async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
     Json(state.code.list())
 }
 
-async fn restart(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn restart(
+    State(state): State<CodeState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<StatusCode, TextError> {
+    commands_unrestricted(&grant)?;
     state.code.restart(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
