@@ -470,26 +470,38 @@ const fn ep(
     Endpoint::new(id, method, path, group, scopes)
 }
 
-/// An envd route, governed by the native endpoint `governed_by`, with its scopes.
+/// A route of another port than the API's, in its own group, governed by
+/// the native endpoint `governed_by`, with its scopes.
+const fn elsewhere(
+    port: Port,
+    group: Group,
+    (id, method, path): (&'static str, Method, &'static str),
+    governed_by: &'static str,
+    scopes: &'static [&'static str],
+) -> Endpoint {
+    Endpoint::new(id, method, path, group, scopes).on(port).extension().governed_by(governed_by)
+}
+
+/// An envd route.
 const fn envd(
     id: &'static str,
     method: Method,
     path: &'static str,
-    governed_by: &'static str,
+    by: &'static str,
     scopes: &'static [&'static str],
 ) -> Endpoint {
-    Endpoint::new(id, method, path, Envd, scopes).on(Port::Envd).extension().governed_by(governed_by)
+    elsewhere(Port::Envd, Envd, (id, method, path), by, scopes)
 }
 
-/// A code-port route, governed by the native endpoint `governed_by`, with its scopes.
+/// A code-port route.
 const fn code(
     id: &'static str,
     method: Method,
     path: &'static str,
-    governed_by: &'static str,
+    by: &'static str,
     scopes: &'static [&'static str],
 ) -> Endpoint {
-    Endpoint::new(id, method, path, CodeInterpreter, scopes).on(Port::Code).extension().governed_by(governed_by)
+    elsewhere(Port::Code, CodeInterpreter, (id, method, path), by, scopes)
 }
 
 const fn agent(id: &'static str, method: Method, path: &'static str, summary: &'static str) -> Endpoint {
