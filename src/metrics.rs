@@ -11,6 +11,7 @@
 //! No HTTP here: the pipeline records, the handler renders [`Metrics::render`].
 
 use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,6 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::endpoints::{Endpoint, ENDPOINTS};
 
 /// The labels of a decided call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,10 +57,19 @@ pub struct Live {
     pub watches: u64,
 }
 
+/// One endpoint's latency and byte metrics, looked up once (its family entries).
+struct RouteMetrics {
+    latency: Histogram,
+    bytes_in: Counter,
+    bytes_out: Counter,
+}
+
 /// Every metric of the daemon.
 pub struct Metrics {
     registry: Registry,
     requests: Family<Call, Counter>,
+    /// Per endpoint of the table (by index), created on its first call.
+    routes: Vec<OnceLock<RouteMetrics>>,
     latency: Family<Route, Histogram, fn() -> Histogram>,
     bytes_in: Family<Route, Counter>,
     bytes_out: Family<Route, Counter>,
@@ -103,23 +115,47 @@ impl Metrics {
         let terminals = gauge(&mut registry, "terminals", "Live terminal sessions (API and envd)");
         let code_contexts = gauge(&mut registry, "code_contexts", "Live code contexts");
         let watches = gauge(&mut registry, "watches", "Live file-system watches");
-        Metrics { registry, requests, latency, bytes_in, bytes_out, processes, terminals, code_contexts, watches }
+        let routes = ENDPOINTS.iter().map(|_| OnceLock::new()).collect();
+        Metrics {
+            registry,
+            requests,
+            routes,
+            latency,
+            bytes_in,
+            bytes_out,
+            processes,
+            terminals,
+            code_contexts,
+            watches,
+        }
+    }
+
+    /// The latency and byte metrics of `endpoint`, created on first use.
+    fn route(&self, endpoint: &'static Endpoint) -> Option<&RouteMetrics> {
+        let slot = self.routes.get(crate::policy::index_of(endpoint))?;
+        Some(slot.get_or_init(|| {
+            let route = Route { port: endpoint.port.as_str(), endpoint: endpoint.id };
+            RouteMetrics {
+                latency: self.latency.get_or_create(&route).clone(),
+                bytes_in: self.bytes_in.get_or_create(&route).clone(),
+                bytes_out: self.bytes_out.get_or_create(&route).clone(),
+            }
+        }))
     }
 
     /// Records a decided call's head: its status and how long it took.
-    pub fn answered(&self, port: &'static str, endpoint: &'static str, status: u16, seconds: f64) {
-        self.requests.get_or_create(&Call { port, endpoint, status }).inc();
-        self.latency.get_or_create(&Route { port, endpoint }).observe(seconds);
+    pub fn answered(&self, endpoint: &'static Endpoint, status: u16, seconds: f64) {
+        self.requests.get_or_create(&Call { port: endpoint.port.as_str(), endpoint: endpoint.id, status }).inc();
+        if let Some(route) = self.route(endpoint) {
+            route.latency.observe(seconds);
+        }
     }
 
     /// Records a call's body bytes, once its answer has been sent.
-    pub fn transferred(&self, port: &'static str, endpoint: &'static str, read: u64, sent: u64) {
-        let route = Route { port, endpoint };
-        if read > 0 {
-            self.bytes_in.get_or_create(&route).inc_by(read);
-        }
-        if sent > 0 {
-            self.bytes_out.get_or_create(&route).inc_by(sent);
+    pub fn transferred(&self, endpoint: &'static Endpoint, read: u64, sent: u64) {
+        if let Some(route) = self.route(endpoint) {
+            route.bytes_in.inc_by(read);
+            route.bytes_out.inc_by(sent);
         }
     }
 
@@ -151,10 +187,11 @@ mod tests {
     #[test]
     fn calls_bytes_and_live_resources_are_exposed() {
         let metrics = Metrics::new();
-        metrics.answered("envd", "envd_stat", 200, 0.002);
-        metrics.answered("envd", "envd_stat", 200, 0.003);
-        metrics.answered("api", "shell", 404, 0.001);
-        metrics.transferred("api", "files_content_write", 1000, 20);
+        let find = |id| crate::endpoints::find(id).expect("endpoint");
+        metrics.answered(find("envd_stat"), 200, 0.002);
+        metrics.answered(find("envd_stat"), 200, 0.003);
+        metrics.answered(find("shell"), 404, 0.001);
+        metrics.transferred(find("files_content_write"), 1000, 20);
         let text = metrics.render(Live { processes: 3, terminals: 1, code_contexts: 2, watches: 0 });
         assert!(text.contains(r#"abx_requests_total{port="envd",endpoint="envd_stat",status="200"} 2"#), "{text}");
         assert!(text.contains(r#"abx_requests_total{port="api",endpoint="shell",status="404"} 1"#), "{text}");

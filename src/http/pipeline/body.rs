@@ -25,7 +25,8 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::metrics::ByteMeter;
+use crate::endpoints::Endpoint;
+use crate::metrics::{ByteMeter, Metrics};
 use crate::policy::Permit;
 
 /// A leftover body up to this size is read before answering (the connection stays open).
@@ -149,28 +150,28 @@ pub(super) async fn drain(mut body: Body, cap: u64, time: Duration) -> bool {
 pub(super) struct Hold {
     pub(super) _permit: Option<Permit>,
     pub(super) read: Option<ByteMeter>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) endpoint: &'static Endpoint,
 }
 
-/// What runs once the answer has been sent (or dropped), with its body's byte count.
-type OnEnd = Box<dyn FnOnce(&Hold, u64) + Send>;
-
 /// A response body that keeps a [`Hold`] until it has been sent (or
-/// dropped), counting the bytes sent.
+/// dropped), then counts the bytes read and sent.
 pub(super) struct Held {
     inner: Body,
-    hold: Option<(Hold, OnEnd)>,
+    hold: Option<Hold>,
     sent: u64,
 }
 
 impl Held {
-    /// `response` with its body wrapped; `on_end` runs once, when the body ends or is dropped.
-    pub(super) fn wrap(response: Response, hold: Hold, on_end: impl FnOnce(&Hold, u64) + Send + 'static) -> Response {
-        response.map(|inner| Body::new(Held { inner, hold: Some((hold, Box::new(on_end))), sent: 0 }))
+    /// `response` with its body wrapped.
+    pub(super) fn wrap(response: Response, hold: Hold) -> Response {
+        response.map(|inner| Body::new(Held { inner, hold: Some(hold), sent: 0 }))
     }
 
     fn finish(&mut self) {
-        if let Some((hold, on_end)) = self.hold.take() {
-            on_end(&hold, self.sent);
+        if let Some(hold) = self.hold.take() {
+            let read = hold.read.as_ref().map_or(0, |r| r.load(Ordering::Relaxed));
+            hold.metrics.transferred(hold.endpoint, read, self.sent);
         }
     }
 }

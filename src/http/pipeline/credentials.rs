@@ -77,7 +77,9 @@ pub(super) fn authenticate(
         credentials.access_tokens.extend(query.token.as_deref());
     }
     let presented = credentials.presented()?;
-    let signed = endpoint.signed.filter(|_| presented.is_empty() && query.signature.is_some());
+    // On an open server (no token at all) a signature proves nothing more than no credentials do.
+    let open = !engine.authenticator().has_tokens() && !engine.access_token_set();
+    let signed = endpoint.signed.filter(|_| presented.is_empty() && query.signature.is_some() && !open);
     if let (Some(peer), true) = (peer, !presented.is_empty() || signed.is_some()) {
         engine.throttle.check(peer)?;
     }

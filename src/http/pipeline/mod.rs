@@ -75,8 +75,7 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
         }
     };
     let status = response.status().as_u16();
-    let metrics = Arc::clone(&route.app.metrics);
-    metrics.answered(endpoint.port.as_str(), endpoint.id, status, started.elapsed().as_secs_f64());
+    route.app.metrics.answered(endpoint, status, started.elapsed().as_secs_f64());
     let code = response.extensions().get::<ErrorCode>().map(|c| c.0.as_str());
     let identity_id = identity.as_ref().map_or("-", |i| i.id.as_str());
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -94,10 +93,8 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
         audit(endpoint, identity_id, &method, decision, status, code, grant.as_ref(), &refused);
     }
     // The slot is held, and the bytes counted, until the answer has been sent.
-    Held::wrap(response, Hold { _permit: permit, read }, move |hold, sent| {
-        let read = hold.read.as_ref().map_or(0, |r| r.load(std::sync::atomic::Ordering::Relaxed));
-        metrics.transferred(endpoint.port.as_str(), endpoint.id, read, sent);
-    })
+    let metrics = Arc::clone(&route.app.metrics);
+    Held::wrap(response, Hold { _permit: permit, read, metrics, endpoint })
 }
 
 #[allow(clippy::too_many_arguments)]
