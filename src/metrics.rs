@@ -57,11 +57,15 @@ pub struct Live {
     pub watches: u64,
 }
 
-/// One endpoint's latency and byte metrics, looked up once (its family entries).
+/// Statuses whose counters each endpoint keeps at hand (others are looked up in the family).
+const COMMON_STATUSES: [u16; 8] = [200, 204, 206, 400, 401, 403, 404, 429];
+
+/// One endpoint's metrics, looked up once (its family entries).
 struct RouteMetrics {
     latency: Histogram,
     bytes_in: Counter,
     bytes_out: Counter,
+    statuses: [OnceLock<Counter>; COMMON_STATUSES.len()],
 }
 
 /// Every metric of the daemon.
@@ -139,16 +143,23 @@ impl Metrics {
                 latency: self.latency.get_or_create(&route).clone(),
                 bytes_in: self.bytes_in.get_or_create(&route).clone(),
                 bytes_out: self.bytes_out.get_or_create(&route).clone(),
+                statuses: Default::default(),
             }
         }))
     }
 
     /// Records a decided call's head: its status and how long it took.
     pub fn answered(&self, endpoint: &'static Endpoint, status: u16, seconds: f64) {
-        self.requests.get_or_create(&Call { port: endpoint.port.as_str(), endpoint: endpoint.id, status }).inc();
-        if let Some(route) = self.route(endpoint) {
-            route.latency.observe(seconds);
-        }
+        let call = || Call { port: endpoint.port.as_str(), endpoint: endpoint.id, status };
+        let Some(route) = self.route(endpoint) else {
+            self.requests.get_or_create(&call()).inc();
+            return;
+        };
+        match COMMON_STATUSES.iter().position(|s| *s == status) {
+            Some(i) => route.statuses[i].get_or_init(|| self.requests.get_or_create(&call()).clone()).inc(),
+            None => self.requests.get_or_create(&call()).inc(),
+        };
+        route.latency.observe(seconds);
     }
 
     /// Records a call's body bytes, once its answer has been sent.

@@ -21,7 +21,6 @@ use std::time::Duration;
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
@@ -29,7 +28,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use super::extract::BodyLimit;
-use super::pipeline::{guarded, keep_alive, DEFAULT_MAX_REQUEST_BYTES};
+use super::pipeline::{guarded, KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
 use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::{CodeError, CodeInterpreter};
@@ -61,7 +60,7 @@ pub fn router(state: CodeState) -> Router {
         .method_not_allowed_fallback(|| async {
             TextError(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed".into())
         })
-        .layer(from_fn(keep_alive))
+        .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("a code-port handler panicked");
             TextError(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error".into()).into_response()

@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{Method, Uri};
-use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use axum::{Router, ServiceExt};
@@ -40,7 +39,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::normalize_path::NormalizePathLayer;
 
 pub use self::error::ApiError;
-pub use self::pipeline::{keep_alive, DEFAULT_MAX_REQUEST_BYTES};
+pub use self::pipeline::{KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
 use crate::commands::Registry;
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::environment::ChildEnv;
@@ -144,7 +143,7 @@ pub fn router(state: AppState) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn(keep_alive))
+        .layer(KeepAliveLayer)
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
 }

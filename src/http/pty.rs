@@ -5,14 +5,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::from_fn;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::extract::JsonBody;
-use super::pipeline::{guarded, keep_alive};
+use super::pipeline::{guarded, KeepAliveLayer};
 use super::{pty_ws, AppState};
 use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
 use crate::endpoints::{Limit, Param, Port, ENDPOINTS};
@@ -102,7 +101,7 @@ pub fn router(state: AppState) -> Router {
     router
         .fallback(super::not_found)
         .method_not_allowed_fallback(super::method_not_allowed)
-        .layer(from_fn(keep_alive))
+        .layer(KeepAliveLayer)
         .with_state(state)
 }
 

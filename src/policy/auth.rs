@@ -97,16 +97,35 @@ impl<'a> Credentials<'a> {
     /// [`Denial::AmbiguousCredentials`] for several distinct bearer tokens or
     /// several distinct `X-Access-Token` values (one of each is fine: a
     /// gateway's `X-Access-Token` travels beside the caller's bearer token).
-    pub fn presented(&self) -> Result<Vec<&'a str>, Denial> {
-        let mut presented = Vec::with_capacity(2);
-        for values in [self.bearers().collect::<Vec<_>>(), self.access_tokens.clone()] {
-            match values.split_first() {
-                Some((first, rest)) if rest.iter().any(|v| v != first) => return Err(Denial::AmbiguousCredentials),
-                Some((first, _)) if !first.is_empty() && !presented.contains(first) => presented.push(*first),
-                _ => {}
-            }
-        }
-        Ok(presented)
+    pub fn presented(&self) -> Result<Presented<'a>, Denial> {
+        let bearer = one(self.bearers())?;
+        let access = one(self.access_tokens.iter().copied())?.filter(|a| Some(*a) != bearer);
+        Ok(Presented([bearer, access]))
+    }
+}
+
+/// The one value of `values`, if any; several distinct ones are ambiguous.
+fn one<'a>(mut values: impl Iterator<Item = &'a str>) -> Result<Option<&'a str>, Denial> {
+    let first = values.next();
+    if values.any(|v| Some(v) != first) {
+        return Err(Denial::AmbiguousCredentials);
+    }
+    Ok(first.filter(|v| !v.is_empty()))
+}
+
+/// At most two tokens a request presents (a bearer token, an access token), without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Presented<'a>([Option<&'a str>; 2]);
+
+impl<'a> Presented<'a> {
+    /// The tokens, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().flatten().copied()
+    }
+
+    /// Whether none was presented.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
     }
 }
 
@@ -152,11 +171,18 @@ impl Authenticator {
     /// values, [`Denial::Unauthorized`] when no credential matches and
     /// anonymous callers are not admitted.
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
-        let presented = credentials.presented()?;
+        self.authenticate_presented(credentials.presented()?)
+    }
+
+    /// [`Authenticator::authenticate`] of tokens already read.
+    ///
+    /// # Errors
+    /// As [`Authenticator::authenticate`].
+    pub fn authenticate_presented(&self, presented: Presented<'_>) -> Result<Arc<Identity>, Denial> {
         if presented.is_empty() {
             return self.anonymous.clone().ok_or(Denial::Unauthorized);
         }
-        for candidate in presented {
+        for candidate in presented.iter() {
             if let Some(identity) = self.match_token(candidate) {
                 return Ok(identity);
             }
@@ -355,7 +381,7 @@ mod tests {
         assert!(auth.authenticate(&creds(&["Bearer s3cret", "bearer s3cret"], &[])).is_ok());
         assert!(auth.authenticate(&creds(&["Bearer s3cret", "Basic dXNlcjo="], &[])).is_ok());
         assert!(auth.authenticate(&creds(&["Bearer s3cret"], &["gateway-token"])).is_ok());
-        assert_eq!(creds(&["Bearer x"], &["x"]).presented(), Ok(vec!["x"]));
+        assert_eq!(creds(&["Bearer x"], &["x"]).presented().map(|p| p.iter().collect::<Vec<_>>()), Ok(vec!["x"]));
     }
 
     #[test]

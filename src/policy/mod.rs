@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-pub use self::auth::{sha256, Authenticator, Credentials, TokenIdentity};
+pub use self::auth::{sha256, Authenticator, Credentials, Presented, TokenIdentity};
 pub use self::denial::Denial;
 pub use self::document::PolicyDocument;
 pub use self::grant::Grant;
@@ -203,11 +203,18 @@ impl PolicyEngine {
     /// # Errors
     /// 401 or 400 refusals, as [`Authenticator::authenticate`].
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
-        let presented = credentials.presented()?;
-        if let Some(identity) = self.match_access_token(&presented) {
+        self.authenticate_presented(credentials.presented()?)
+    }
+
+    /// [`PolicyEngine::authenticate`] of tokens already read.
+    ///
+    /// # Errors
+    /// As [`PolicyEngine::authenticate`].
+    pub fn authenticate_presented(&self, presented: Presented<'_>) -> Result<Arc<Identity>, Denial> {
+        if let Some(identity) = self.match_access_token(presented) {
             return Ok(identity);
         }
-        self.authenticator.authenticate(credentials)
+        self.authenticator.authenticate_presented(presented)
     }
 
     /// The identity of callers of endpoints that need no credentials (`/health`).

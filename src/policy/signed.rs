@@ -66,7 +66,10 @@ impl PolicyEngine {
     }
 
     /// The access token's identity, if `presented` is the access token.
-    pub(super) fn match_access_token(&self, presented: &[&str]) -> Option<Arc<Identity>> {
+    pub(super) fn match_access_token(&self, presented: super::Presented<'_>) -> Option<Arc<Identity>> {
+        if presented.is_empty() {
+            return None;
+        }
         let token = self.access_token.read().unwrap_or_else(PoisonError::into_inner);
         let token = token.as_ref()?;
         presented.iter().any(|p| token.matches(p)).then(|| Arc::clone(token.shared()))

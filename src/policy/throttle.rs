@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -39,6 +40,8 @@ impl Bucket {
 #[derive(Debug, Default)]
 pub struct Throttle {
     peers: Mutex<HashMap<IpAddr, Bucket>>,
+    /// Whether any failure was ever recorded: until then a check takes no lock.
+    failed_once: AtomicBool,
 }
 
 impl Throttle {
@@ -47,6 +50,9 @@ impl Throttle {
     /// # Errors
     /// [`Denial::AuthThrottled`] with the seconds until it may try again.
     pub fn check(&self, peer: IpAddr) -> Result<(), Denial> {
+        if !self.failed_once.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         match peers.get(&peer) {
             Some(bucket) if bucket.refilled(Instant::now()) < 1.0 => {
@@ -59,6 +65,7 @@ impl Throttle {
 
     /// Records a failed authentication by `peer`.
     pub fn failed(&self, peer: IpAddr) {
+        self.failed_once.store(true, Ordering::Relaxed);
         let now = Instant::now();
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         if !peers.contains_key(&peer) && peers.len() >= MAX_PEERS {

@@ -30,7 +30,6 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use axum::{Json, Router};
@@ -39,7 +38,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
-use super::pipeline::{guarded, keep_alive};
+use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::envd::http::HttpError;
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
@@ -129,7 +128,7 @@ pub fn router(state: EnvdState) -> Router {
     }
     router
         .fallback(not_found)
-        .layer(from_fn(keep_alive))
+        .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("an envd handler panicked");
             ConnectError::new(Code::Internal, "internal error").into_response()

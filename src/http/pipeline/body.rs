@@ -1,6 +1,6 @@
 //! Request and response bodies at the edge.
 //!
-//! - [`keep_alive`]: a request body a handler (or a refusal) left unread
+//! - [`KeepAliveLayer`]: a request body a handler (or a refusal) left unread
 //!   would make hyper drop the keep-alive connection whenever the rest of
 //!   the body had not arrived yet, and a client's pool would then see a
 //!   reset on its next request. The layer reads a small leftover to its end
@@ -19,11 +19,13 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::future::{BoxFuture, Either};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
+use std::convert::Infallible;
+use tower::{Layer, Service};
 
 use crate::endpoints::Endpoint;
 use crate::metrics::{ByteMeter, Metrics};
@@ -87,11 +89,52 @@ pub(super) fn expects_continue(headers: &HeaderMap) -> bool {
     headers.get(header::EXPECT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
 }
 
-/// The layer every router runs outermost: see the module documentation.
-pub async fn keep_alive(mut request: Request, next: Next) -> Response {
-    if !has_body(request.headers()) {
-        return next.run(request).await;
+/// The layer every router runs outermost (see the module documentation);
+/// a request without a body passes through it without any allocation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeepAliveLayer;
+
+impl<S> Layer<S> for KeepAliveLayer {
+    type Service = KeepAlive<S>;
+
+    fn layer(&self, inner: S) -> KeepAlive<S> {
+        KeepAlive(inner)
     }
+}
+
+/// The service of [`KeepAliveLayer`].
+#[derive(Debug, Clone)]
+pub struct KeepAlive<S>(S);
+
+impl<S> Service<Request> for KeepAlive<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if !has_body(request.headers()) {
+            return Either::Left(self.0.call(request));
+        }
+        // The service that was made ready runs the request; a clone stays for the next one.
+        let clone = self.0.clone();
+        let ready = std::mem::replace(&mut self.0, clone);
+        Either::Right(Box::pin(async move { Ok(guard(request, ready).await) }))
+    }
+}
+
+/// Runs `request` through `inner` with its body guarded (see the module documentation).
+async fn guard<S>(mut request: Request, mut inner: S) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok());
     let expect_continue = expects_continue(request.headers());
     let body = std::mem::take(request.body_mut());
@@ -99,7 +142,7 @@ pub async fn keep_alive(mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(Arc::clone(&read));
     let shared = Arc::new(Shared { body: Mutex::new(Some(body)), done: AtomicBool::new(false), read });
     *request.body_mut() = Body::new(Guarded(Arc::clone(&shared)));
-    let mut response = next.run(request).await;
+    let Ok(mut response) = inner.call(request).await;
     if shared.done.load(Ordering::Acquire) || Arc::strong_count(&shared) > 1 {
         // Read to its end, or still being read by the answer (a stream, a background drain).
         return response;

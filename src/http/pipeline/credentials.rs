@@ -94,7 +94,8 @@ pub(super) fn authenticate(
         // The signature covers the user: no header may name another one.
         return Ok(Caller { identity, user: query.username.filter(|u| !u.is_empty()) });
     }
-    let identity = engine.authenticate(&credentials).map_err(|d| if presented.is_empty() { d } else { failed(d) })?;
+    let identity =
+        engine.authenticate_presented(presented).map_err(|d| if presented.is_empty() { d } else { failed(d) })?;
     if endpoint.port == Port::Envd && identity.id == "anonymous" && engine.access_token_set() {
         // Once `/init` set an access token, the envd plane wants it (or another token).
         return Err(Denial::Unauthorized);

@@ -25,7 +25,7 @@ use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;
 use axum::routing::MethodRouter;
 
-pub use self::body::keep_alive;
+pub use self::body::KeepAliveLayer;
 use self::body::{Held, Hold};
 pub(crate) use self::render::connect_error;
 use super::error::ErrorCode;
