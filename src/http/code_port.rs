@@ -4,31 +4,32 @@
 //! `POST /execute` answers NDJSON lines as the execution produces them,
 //! a `keepalive` line after each quiet interval and `end_of_execution`
 //! last; dropping the connection interrupts the execution. `/contexts`
-//! creates, lists, restarts and deletes contexts. Errors are plain text
-//! with the protocol's statuses (404 unknown context, 400 bad request).
+//! creates, lists, restarts and deletes contexts (restart and delete answer
+//! 200 `null`, as the code-interpreter server does). Errors are plain text
+//! with the protocol's statuses (404 unknown context, 400 bad request),
+//! except malformed bodies: 422 with a JSON `detail` ([`super::code_wire`]).
 //!
 //! Every route is a row of the endpoint table (`code_*`) behind the same
 //! pipeline as every port: credentials are the API port's (bearer or
 //! `X-Access-Token`, or envd's access token), and running code is process
 //! execution, so `process_start`'s rule governs `execute` and contexts
 //! (`read-only` turns them off; its scopes, limits and path rules for a
-//! context's `cwd` apply). A refusal is a JSON body with `detail`.
+//! context's `cwd` apply). A refusal at the door is a JSON body with `detail`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use super::extract::BodyLimit;
-use super::pipeline::{guarded, KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
+use super::code_wire::Payload;
+use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::{CodeError, CodeInterpreter};
@@ -87,6 +88,13 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
 #[derive(Debug)]
 pub struct TextError(StatusCode, String);
 
+impl TextError {
+    /// An answer with this status and text.
+    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
+        TextError(status, text.into())
+    }
+}
+
 impl IntoResponse for TextError {
     fn into_response(self) -> Response {
         let mut response = (self.0, self.1).into_response();
@@ -115,25 +123,6 @@ impl From<CodeError> for TextError {
             CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         };
         TextError(status, e.to_string())
-    }
-}
-
-/// A JSON request body (any content type; empty means `{}`), refused in plain text.
-struct Payload<T>(T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Payload<T> {
-    type Rejection = TextError;
-
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map_or(DEFAULT_MAX_REQUEST_BYTES, |l| l.0);
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| {
-            TextError(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body too large; limit is {limit} bytes"))
-        })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        serde_json::from_slice(bytes)
-            .map(Payload)
-            .map_err(|e| TextError(StatusCode::BAD_REQUEST, format!("Invalid request body: {e}")))
     }
 }
 
@@ -207,17 +196,13 @@ async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
     Json(state.code.list())
 }
 
-async fn restart(
-    State(state): State<CodeState>,
-    grant: Grant,
-    Path(id): Path<String>,
-) -> Result<StatusCode, TextError> {
+async fn restart(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     commands_unrestricted(&grant)?;
     state.code.restart(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }
 
-async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     state.code.delete(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }
