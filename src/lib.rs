@@ -17,6 +17,7 @@
 //! - [`client`]: the companion async Rust client.
 //! - [`environment`]: the environment children start with (server's minus
 //!   secrets, plus `POST /env` overrides).
+//! - [`metrics`]: the Prometheus metrics the pipeline records (no HTTP).
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
@@ -39,8 +40,11 @@
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`process`]: supervised processes: the reaper, process groups,
 //!   bounded output capture with cursors (no axum).
+//! - [`browser`]: the headless Chromium of the `browser` group over the
+//!   DevTools Protocol, every request held to the URL policy (no axum).
 
 pub mod api;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod code;
@@ -54,6 +58,7 @@ pub mod fs;
 pub mod fuzz;
 pub mod http;
 pub mod logging;
+pub mod metrics;
 pub mod policy;
 pub mod process;
 pub mod pty;
