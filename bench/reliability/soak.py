@@ -9,13 +9,16 @@ daemon, its children and this script. A sampler records the daemon's RSS,
 open descriptors, threads and child tasks every few seconds.
 
 It fails on: a 5xx, a lost or wrong answer, a request stuck past
-`--stuck` seconds, or growth after the warm-up (the first 10%, at least a
-minute) from the first tenth after it to the last tenth: the median RSS by
+`--stuck` seconds, or growth after the warm-up (the first quarter, at least
+a minute: at this pace the runtime's blocking pool takes about 8 minutes to
+reach the calls' concurrency, and RSS follows) from the first tenth after it
+to the last tenth: the median RSS by
 more than 5%, the median thread count, or the floor of open descriptors or
 child tasks (what stays held while calls come and go) by more than 2. It writes
 the samples (CSV), a summary (JSON) and a plot (PNG).
 
     scripts/soak [--minutes 60] [--out docs/soak.png] [--binary PATH]
+    scripts/soak --judge docs/soak.png [--warmup 0.25]   (judges and plots a run again from its CSV and JSON)
 
 Everything stays on loopback; every loop is bounded in time.
 """
@@ -353,9 +356,12 @@ class Soak:
         if self.d.process.poll() is not None:
             self.failures.append(f"the daemon exited with {self.d.process.returncode}")
 
+    def warm(self) -> float:
+        """Seconds of warm-up, not judged."""
+        return max(60.0, self.args.minutes * 60 * self.args.warmup)
+
     def verdict(self) -> dict:
-        duration = self.args.minutes * 60
-        warm = max(60.0, duration * 0.1)
+        warm = self.warm()
         after = [s for s in self.samples if s["t"] >= warm]
         span = max(len(after) // 10, 3)
         early, late = after[:span], after[-span:]
@@ -403,7 +409,7 @@ class Soak:
             ("tasks", "child tasks"),
             ("cores", "CPU (cores)"),
         ]
-        warm = max(60.0, self.args.minutes * 6) / 60
+        warm = self.warm() / 60
         for ax, (key, label) in zip(axes, panels):
             ax.plot(t, [s[key] for s in self.samples], lw=1)
             ax.set_ylabel(label)
@@ -421,16 +427,38 @@ class Soak:
         fig.savefig(out, dpi=80)
 
 
+def judge_again(args: argparse.Namespace) -> int:
+    """Judges and plots an earlier run again, from the CSV and JSON beside `args.judge`."""
+    earlier = json.loads(args.judge.with_suffix(".json").read_text())
+    with open(args.judge.with_suffix(".csv"), newline="") as f:
+        samples = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    args.minutes, args.workers = earlier["minutes"], earlier["workers"]
+    soak = Soak.__new__(Soak)
+    soak.args, soak.samples, soak.calls = args, samples, earlier["calls"]
+    soak.failures = [f"failure {i + 1} of the run" for i in range(earlier["failures"])]
+    verdict = soak.verdict()
+    args.judge.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
+    soak.plot(args.judge, verdict)
+    print(json.dumps(verdict, indent=2))
+    return 0 if verdict["passed"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", required=True, help="the agent-sandbox-server binary")
+    parser.add_argument("--binary", help="the agent-sandbox-server binary (required unless --judge)")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--cpu-share", type=float, default=1.0, help="of half the machine's cores")
     parser.add_argument("--stuck", type=float, default=60.0, help="seconds after which a call is stuck")
+    parser.add_argument("--warmup", type=float, default=0.25, help="share of the run not judged (at least 1 min)")
     parser.add_argument("--out", type=Path, default=Path("soak.png"), help="the plot (CSV and JSON beside it)")
+    parser.add_argument("--judge", type=Path, help="judge and plot an earlier run again from this plot's CSV and JSON")
     args = parser.parse_args()
+    if args.judge:
+        return judge_again(args)
+    if not args.binary:
+        parser.error("--binary is required")
     with tempfile.TemporaryDirectory(prefix="soak-") as work:
         daemon = Daemon(args.binary, Path(work))
         soak = Soak(daemon, args)
