@@ -255,8 +255,9 @@ def wrk(
     connections: int = 16,
     threads: int = 2,
     headers: dict[str, str] | None = None,
+    script: str | None = None,
 ) -> WrkResult:
-    """Runs wrk against `url` (loopback only) and parses its report."""
+    """Runs wrk against `url` (loopback only), with a Lua `script` if given, and parses its report."""
     if not url.startswith(f"http://{HOST}:"):
         raise ValueError("benchmarks only target loopback")
     if shutil.which("wrk") is None:
@@ -264,6 +265,8 @@ def wrk(
     command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "5s"]
     for key, value in (headers or {}).items():
         command += ["-H", f"{key}: {value}"]
+    if script:
+        command += ["-s", script]
     out = subprocess.run(command + [url], capture_output=True, text=True, timeout=seconds + 30, check=True).stdout
 
     def latency(percent: str) -> float:
