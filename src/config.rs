@@ -159,6 +159,9 @@ pub struct ServeArgs {
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
+    /// Largest inflated/compressed size ratio of a gzip upload body; 0 no limit [default: 100].
+    #[arg(long, env = "ABX_SERVER_MAX_INFLATE_RATIO", value_name = "RATIO")]
+    pub max_inflate_ratio: Option<u64>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -212,6 +215,8 @@ pub struct FileConfig {
     pub code_bash: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
+    /// Largest inflated/compressed size ratio of a gzip upload body (0: none).
+    pub max_inflate_ratio: Option<u64>,
 }
 
 /// Why a configuration cannot be used.
@@ -300,6 +305,8 @@ pub struct Config {
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
+    /// What gzip upload bodies may inflate to.
+    pub inflate: crate::fs::inflate::Limits,
 }
 
 /// Settings of code execution.
@@ -389,6 +396,13 @@ impl Config {
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
+            inflate: crate::fs::inflate::Limits {
+                max_ratio: match args.max_inflate_ratio.or(file.max_inflate_ratio) {
+                    None => Some(crate::fs::inflate::DEFAULT_MAX_RATIO),
+                    Some(0) => None,
+                    Some(ratio) => Some(ratio),
+                },
+            },
         })
     }
 
@@ -530,6 +544,7 @@ mod tests {
             "code_node",
             "code_bash",
             "sync_writes",
+            "max_inflate_ratio",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

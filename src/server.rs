@@ -159,7 +159,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .configured(config.terminals, config.commands.clone())
         .serving_pty(pty_addr.port());
     state.interpreters = Arc::new(config.code.interpreters.clone());
-    state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
+    state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));
     let terminals = Arc::clone(&state.terminals);
     if !state.commands.is_empty() {
         tracing::info!(commands = state.commands.len(), "registered commands loaded");

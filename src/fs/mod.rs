@@ -19,6 +19,7 @@
 //! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
 //!   place); [`upload`]: streamed and resumable uploads ([`Files`]);
 //!   [`b64`]: base64 of the JSON transfers, SIMD, decoded as it arrives.
+//! - [`inflate`]: gzip upload bodies inflated in bounded steps, within a ratio.
 //! - [`read`]: streamed reads, ranges, and the base64 JSON body;
 //!   [`chunks`]: a file as a stream of pooled chunks, read from the page
 //!   cache on the runtime when it can be.
@@ -29,6 +30,7 @@ pub mod archive;
 pub mod b64;
 pub mod chunks;
 mod error;
+pub mod inflate;
 pub mod list;
 pub mod meta;
 pub mod ops;
