@@ -112,9 +112,20 @@ pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
         base_dir: config.base_dir.clone(),
         base_dir_explicit: config.base_dir_source == BaseDirSource::Configured,
         enabled_groups: config.enabled_groups.clone(),
-        server_token: std::env::var(policy::TOKEN_ENV).ok(),
+        server_token: policy::secret::from_env(policy::TOKEN_ENV)?,
         document,
     })
+}
+
+/// Makes the daemon's own process unreadable to its children: with
+/// `PR_SET_DUMPABLE` off, `/proc/<daemon>/environ` and `/mem` (where the
+/// tokens are) need `CAP_SYS_PTRACE`, which a sandbox's processes lack. The
+/// daemon still reads its own `/proc/self`; every child gets the usual
+/// setting back when it `exec`s.
+fn forbid_inspection() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "cannot make the daemon undumpable; children may read its environment");
+    }
 }
 
 /// Builds the engine, binds the listeners and starts serving.
@@ -146,6 +157,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => {}
     }
+    forbid_inspection();
     // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
     crate::process::supervisor();
     crate::process::reaper::protect_daemon_from_oom();
@@ -228,7 +240,7 @@ async fn start_envd(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let server_token = std::env::var(policy::TOKEN_ENV).ok();
+    let server_token = policy::secret::from_env(policy::TOKEN_ENV)?;
     let scrollback = config.terminals.scrollback_bytes;
     let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
     let router = http::envd::router(EnvdState { app: state.clone(), envd });

@@ -25,6 +25,7 @@ pub mod paths;
 pub mod presets;
 pub mod rules;
 mod schema;
+pub mod secret;
 pub mod source;
 
 use std::collections::BTreeSet;
@@ -126,13 +127,13 @@ impl PolicyEngine {
                 TokenSecret::Sha256(digest) => *digest,
                 TokenSecret::Env(name) => {
                     secret_env.insert(name.clone());
-                    let value = std::env::var(name).unwrap_or_default();
-                    if value.is_empty() {
+                    secret_env.insert(format!("{name}{}", secret::FILE_SUFFIX));
+                    let Some(value) = secret::from_env(name)? else {
                         return Err(PolicyConfigError::new(format!(
                             "policy.auth.tokens[{}]: environment variable '{name}' is not set",
                             spec.id
                         )));
-                    }
+                    };
                     auth::sha256(value.as_bytes())
                 }
             };
