@@ -135,15 +135,19 @@ impl Envd {
     }
 
     /// Applies an authorised `POST /init`: variables for every later process,
-    /// the access token, the default user and working directory.
+    /// the access token, the default user and working directory. While the
+    /// policy restricts commands (`commands_restricted`), variables that make
+    /// programs run code of the caller's choosing are refused, as on every port.
     ///
     /// # Errors
-    /// [`EnvdError::Invalid`] for a malformed variable name or an unknown default user.
-    pub fn init(&self, request: InitRequest) -> Result<(), EnvdError> {
+    /// [`EnvdError::Invalid`] for a malformed variable name or an unknown
+    /// default user; `env_var_denied` for such a variable.
+    pub fn init(&self, request: InitRequest, commands_restricted: bool) -> Result<(), EnvdError> {
         let vars = request.env_vars.unwrap_or_default();
         if let Some(bad) = vars.keys().find(|name| !crate::environment::is_valid_name(name)) {
             return Err(EnvdError::Invalid(format!("invalid environment variable name: '{bad}'")));
         }
+        crate::policy::guards::check_not_dangerous(vars.keys(), commands_restricted)?;
         let vars: BTreeMap<String, String> = vars.into_iter().filter(|(name, _)| !self.env.is_secret(name)).collect();
         if let Some(user) = request.default_user.as_deref().filter(|u| !u.is_empty()) {
             access::account(user).map_err(|e| EnvdError::Invalid(format!("invalid default user: {e}")))?;
@@ -228,7 +232,7 @@ mod tests {
             assert_eq!(refused, Err("invalid_path"), "{bad:?}");
         }
         let init = InitRequest { default_workdir: Some("/w".into()), ..InitRequest::default() };
-        envd.init(init).expect("init");
+        envd.init(init, false).expect("init");
         assert_eq!(envd.path("").expect("workdir"), "/w");
     }
 
@@ -236,13 +240,16 @@ mod tests {
     fn init_sets_variables_for_children_but_never_secrets() {
         let envd = envd();
         let vars = BTreeMap::from([("A".to_string(), "1".to_string()), ("ABX_SERVER_TOKEN".into(), "x".into())]);
-        envd.init(InitRequest { env_vars: Some(vars), ..InitRequest::default() }).expect("init");
+        envd.init(InitRequest { env_vars: Some(vars), ..InitRequest::default() }, false).expect("init");
         assert_eq!(envd.child_env().get("A").as_deref(), Some("1"));
         assert_eq!(envd.child_env().get("ABX_SERVER_TOKEN"), None);
         assert_eq!(envd.init_env(), BTreeMap::from([("A".to_string(), "1".to_string())]));
         let bad = BTreeMap::from([("1A".to_string(), "1".to_string())]);
-        assert!(envd.init(InitRequest { env_vars: Some(bad), ..InitRequest::default() }).is_err());
+        assert!(envd.init(InitRequest { env_vars: Some(bad), ..InitRequest::default() }, false).is_err());
         let unknown = InitRequest { default_user: Some("no-such-user-xyz".into()), ..InitRequest::default() };
-        assert!(matches!(envd.init(unknown), Err(EnvdError::Invalid(_))));
+        assert!(matches!(envd.init(unknown, false), Err(EnvdError::Invalid(_))));
+        let preload = BTreeMap::from([("LD_PRELOAD".to_string(), "/x.so".to_string())]);
+        let refused = envd.init(InitRequest { env_vars: Some(preload), ..InitRequest::default() }, true);
+        assert!(matches!(refused, Err(EnvdError::Denied(_))), "{refused:?}");
     }
 }

@@ -148,6 +148,9 @@ async fn execute(
     State(state): State<CodeState>,
     Payload(request): Payload<ExecuteRequest>,
 ) -> Result<Response, TextError> {
+    let names = request.env_vars.iter().flat_map(|vars| vars.keys());
+    crate::policy::guards::check_not_dangerous(names, crate::policy::guards::commands_restricted(&state.engine))
+        .map_err(|denial| TextError(StatusCode::FORBIDDEN, denial.to_string()))?;
     let lines = state.code.execute(request).await?;
     let body = Body::from_stream(ndjson(lines, state.keepalive));
     let mut response = Response::new(body);

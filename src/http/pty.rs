@@ -86,7 +86,8 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         _ => None,
     };
     let env_deny = crate::system::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
-    CreatePolicy { shells: strings(Param::Shells), env_deny }
+    let commands_restricted = crate::policy::guards::commands_restricted(grant.engine());
+    CreatePolicy { shells: strings(Param::Shells), env_deny, commands_restricted }
 }
 
 /// The router of the PTY port: `GET /pty` upgrades to the terminal

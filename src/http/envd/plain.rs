@@ -80,7 +80,8 @@ pub async fn init(State(state): State<EnvdState>, headers: HeaderMap, body: Byte
         return http_error(StatusCode::UNAUTHORIZED, "access token validation failed");
     }
     let envd = state.envd.clone();
-    match tokio::task::spawn_blocking(move || envd.init(request)).await {
+    let restricted = crate::policy::guards::commands_restricted(engine);
+    match tokio::task::spawn_blocking(move || envd.init(request, restricted)).await {
         Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
         Ok(Err(e)) => plain_error(e),
         Err(_) => http_error(StatusCode::INTERNAL_SERVER_ERROR, "init failed"),
