@@ -42,13 +42,14 @@ pub struct ConnectQuery {
 /// `GET /pty?session_id=<id>`: attaches to a session (404 when unknown).
 pub async fn connect(
     State(app): State<AppState>,
+    grant: crate::policy::Grant,
     Query(query): Query<ConnectQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let Some(id) = query.session_id.filter(|id| !id.is_empty()) else {
         return ApiError::bad_request("Missing session_id parameter").into_response();
     };
-    let session = match app.terminals.get(&id) {
+    let session = match app.terminals.get(&id, &super::pty::viewer(&grant)) {
         Ok(session) => session,
         Err(e) => return ApiError::from(e).into_response(),
     };

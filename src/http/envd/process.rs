@@ -22,11 +22,16 @@ use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::envd::processes::{Process, StartOptions, DEFAULT_MAX_PROCESSES};
 use crate::envd::EnvdError;
-use crate::policy::LimitValue;
+use crate::policy::{owner, Identity, LimitValue, Viewer};
 use crate::process::exec::{prepare, ExecKind};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The caller as the registry's owner checks see it.
+fn viewer(identity: &Identity) -> Viewer {
+    Viewer::new(identity, owner::PROCESS_ADMIN)
+}
 
 /// `argv` as one command line the exec policy splits back into the same words.
 fn command_line(argv: &[String]) -> String {
@@ -101,7 +106,7 @@ pub async fn start(call: Call) -> Response {
             stdin: req.stdin.unwrap_or(true),
             lifetime: options.timeout,
         };
-        let process = state.envd.processes.start(spec, start, limit).await?;
+        let process = state.envd.processes.start(&viewer(&caller.identity), spec, start, limit).await?;
         Ok(holding(event_stream(&process, options, started), permit))
     })
     .await
@@ -112,7 +117,7 @@ pub async fn connect(call: Call) -> Response {
     let started = tokio::time::Instant::now();
     call.stream(|state, caller, req: SelectRequest, options: CallOptions| async move {
         state.admit(&caller, "process_list")?;
-        let process = state.envd.processes.find(&req.process)?;
+        let process = state.envd.processes.find(&req.process, &viewer(&caller.identity))?;
         Ok(event_stream(&process, options, started))
     })
     .await
@@ -122,7 +127,7 @@ pub async fn connect(call: Call) -> Response {
 pub async fn list(call: Call) -> Response {
     call.unary(|state, caller, _: Empty| async move {
         state.admit(&caller, "process_list")?;
-        Ok(ListResponse { processes: state.envd.processes.list() })
+        Ok(ListResponse { processes: state.envd.processes.list(&viewer(&caller.identity)) })
     })
     .await
 }
@@ -139,7 +144,7 @@ async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
 pub async fn send_input(call: Call) -> Response {
     call.unary(|state, caller, req: SendInputRequest| async move {
         state.admit(&caller, "process_stdin")?;
-        let process = state.envd.processes.find(&req.process)?;
+        let process = state.envd.processes.find(&req.process, &viewer(&caller.identity))?;
         send(&process, req.input).await?;
         Ok(Empty {})
     })
@@ -154,7 +159,7 @@ pub async fn stream_input(call: Call) -> Response {
         while let Some(message) = messages.next().await {
             match (message?, &process) {
                 (StreamInputRequest::Start { process: selector }, None) => {
-                    process = Some(state.envd.processes.find(&selector)?);
+                    process = Some(state.envd.processes.find(&selector, &viewer(&caller.identity))?);
                 }
                 (StreamInputRequest::Start { .. }, Some(_)) => {
                     return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
@@ -175,7 +180,7 @@ pub async fn stream_input(call: Call) -> Response {
 pub async fn close_stdin(call: Call) -> Response {
     call.unary(|state, caller, req: SelectRequest| async move {
         state.admit(&caller, "process_stdin")?;
-        state.envd.processes.find(&req.process)?.close_stdin().await?;
+        state.envd.processes.find(&req.process, &viewer(&caller.identity))?.close_stdin().await?;
         Ok(Empty {})
     })
     .await
@@ -189,7 +194,7 @@ pub async fn send_signal(call: Call) -> Response {
             Signal::Term => nix::sys::signal::Signal::SIGTERM,
             Signal::Kill => nix::sys::signal::Signal::SIGKILL,
         };
-        let process = state.envd.processes.find(&req.process)?;
+        let process = state.envd.processes.find(&req.process, &viewer(&caller.identity))?;
         process.signal(signal)?;
         if signal == nix::sys::signal::Signal::SIGKILL {
             // Answer once it is gone, so a List right after no longer shows it.
@@ -204,7 +209,7 @@ pub async fn send_signal(call: Call) -> Response {
 pub async fn update(call: Call) -> Response {
     call.unary(|state, caller, req: UpdateRequest| async move {
         state.admit(&caller, "pty_resize")?;
-        let process = state.envd.processes.find(&req.process)?;
+        let process = state.envd.processes.find(&req.process, &viewer(&caller.identity))?;
         if let Some(pty) = req.pty {
             process.resize(pty.size.cols, pty.size.rows)?;
         }
