@@ -162,6 +162,9 @@ pub struct ServeArgs {
     /// Largest inflated/compressed size ratio of a gzip upload body; 0 no limit [default: 100].
     #[arg(long, env = "ABX_SERVER_MAX_INFLATE_RATIO", value_name = "RATIO")]
     pub max_inflate_ratio: Option<u64>,
+    /// Directory watches open at once, on every port together [default: 128].
+    #[arg(long, env = "ABX_SERVER_MAX_WATCHES", value_name = "N")]
+    pub max_watches: Option<usize>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -217,6 +220,8 @@ pub struct FileConfig {
     pub sync_writes: Option<bool>,
     /// Largest inflated/compressed size ratio of a gzip upload body (0: none).
     pub max_inflate_ratio: Option<u64>,
+    /// Directory watches open at once.
+    pub max_watches: Option<usize>,
 }
 
 /// Why a configuration cannot be used.
@@ -307,6 +312,8 @@ pub struct Config {
     pub envd_port_configured: bool,
     /// What gzip upload bodies may inflate to.
     pub inflate: crate::fs::inflate::Limits,
+    /// Bounds of the daemon's shared inotify instance.
+    pub watches: crate::fs::inotify::Limits,
 }
 
 /// Settings of code execution.
@@ -402,6 +409,11 @@ impl Config {
                     Some(0) => None,
                     Some(ratio) => Some(ratio),
                 },
+            },
+            watches: match args.max_watches.or(file.max_watches) {
+                None => crate::fs::inotify::Limits::default(),
+                Some(0) => return Err(ConfigError::Invalid("max_watches must be at least 1".into())),
+                Some(n) => crate::fs::inotify::Limits { max_watches: n, ..crate::fs::inotify::Limits::default() },
             },
         })
     }
@@ -545,6 +557,7 @@ mod tests {
             "code_bash",
             "sync_writes",
             "max_inflate_ratio",
+            "max_watches",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

@@ -158,6 +158,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         _ => {}
     }
     forbid_inspection();
+    crate::fs::inotify::configure(config.watches);
     // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
     crate::process::supervisor();
     crate::process::reaper::protect_daemon_from_oom();

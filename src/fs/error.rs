@@ -47,6 +47,9 @@ pub enum FsError {
         /// The limit.
         ratio: u64,
     },
+    /// A bound on watches is reached (or the system's inotify resources are).
+    #[error("{0}")]
+    TooManyWatches(String),
     /// The disk (or the quota) is full; nothing was written.
     #[error("No space left on the device while writing {}; nothing was written", .0.display())]
     NoSpace(PathBuf),

@@ -263,6 +263,22 @@ impl Drop for TestServer {
     }
 }
 
+/// The inotify instances `pid` holds and the watches in them, from its
+/// `/proc/<pid>/fd` and `fdinfo`; `None` where this process may not look
+/// (the daemon is not dumpable: only root, or `CAP_SYS_PTRACE`, sees them).
+pub fn inotify_usage(pid: u32) -> Option<(usize, usize)> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let (mut instances, mut watches) = (0, 0);
+    for fd in fds.filter_map(Result::ok) {
+        if std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == "anon_inode:inotify") {
+            instances += 1;
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            watches += info.unwrap_or_default().lines().filter(|l| l.starts_with("inotify wd:")).count();
+        }
+    }
+    Some((instances, watches))
+}
+
 /// A 1 MiB tmpfs mounted for one test (a disk that fills up), unmounted
 /// when dropped; `None` where mounting is not allowed (not root).
 pub struct SmallDisk {

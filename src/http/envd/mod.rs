@@ -301,9 +301,11 @@ fn fs_code(error: &FsError) -> Code {
         FsError::NotFound(_) | FsError::UploadNotFound(_) => Code::NotFound,
         FsError::Exists => Code::AlreadyExists,
         FsError::IsADirectory(_) | FsError::NotADirectory(_) | FsError::Invalid(_) => Code::InvalidArgument,
-        FsError::TooLarge { .. } | FsError::ArchiveTooLarge { .. } | FsError::Inflated { .. } | FsError::NoSpace(_) => {
-            Code::ResourceExhausted
-        }
+        FsError::TooLarge { .. }
+        | FsError::ArchiveTooLarge { .. }
+        | FsError::Inflated { .. }
+        | FsError::TooManyWatches(_)
+        | FsError::NoSpace(_) => Code::ResourceExhausted,
         FsError::OffsetMismatch { .. } | FsError::UploadBusy => Code::FailedPrecondition,
         FsError::Interrupted => Code::Canceled,
         FsError::RangeNotSatisfiable { .. } => Code::InvalidArgument,
