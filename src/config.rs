@@ -165,6 +165,18 @@ pub struct ServeArgs {
     /// Directory watches open at once, on every port together [default: 128].
     #[arg(long, env = "ABX_SERVER_MAX_WATCHES", value_name = "N")]
     pub max_watches: Option<usize>,
+    /// Seconds a client has to send a request's head [default: 15].
+    #[arg(long, env = "ABX_SERVER_HEADER_READ_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub header_read_timeout_seconds: Option<f64>,
+    /// Seconds a kept-alive connection may wait for its next request [default: 60].
+    #[arg(long, env = "ABX_SERVER_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub idle_timeout_seconds: Option<f64>,
+    /// Open connections per port [default: an eighth of the descriptor limit, 32 to 4096].
+    #[arg(long, env = "ABX_SERVER_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Of those, the last kept for /health and authenticated callers [default: an eighth].
+    #[arg(long, env = "ABX_SERVER_CONNECTION_RESERVE", value_name = "N")]
+    pub connection_reserve: Option<usize>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -222,6 +234,14 @@ pub struct FileConfig {
     pub max_inflate_ratio: Option<u64>,
     /// Directory watches open at once.
     pub max_watches: Option<usize>,
+    /// Seconds a client has to send a request's head.
+    pub header_read_timeout_seconds: Option<f64>,
+    /// Seconds a kept-alive connection may wait for its next request.
+    pub idle_timeout_seconds: Option<f64>,
+    /// Open connections per port.
+    pub max_connections: Option<usize>,
+    /// Connections kept for /health and authenticated callers.
+    pub connection_reserve: Option<usize>,
 }
 
 /// Why a configuration cannot be used.
@@ -314,6 +334,8 @@ pub struct Config {
     pub inflate: crate::fs::inflate::Limits,
     /// Bounds of the daemon's shared inotify instance.
     pub watches: crate::fs::inotify::Limits,
+    /// Connection timeouts and limits of every port.
+    pub connections: crate::http::listener::ConnectionLimits,
 }
 
 /// Settings of code execution.
@@ -342,6 +364,7 @@ impl Config {
 
     fn merge(args: ServeArgs, file: FileConfig, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&args, &file)?;
+        let connections = connection_limits(&args, &file)?;
         let commands = Registry::from_specs(&file.commands).map_err(ConfigError::Invalid)?;
         let host = args.host.or(file.host).unwrap_or_else(|| "0.0.0.0".into());
         let (base_dir, base_dir_source) = match args.base_dir.or(file.base_dir) {
@@ -415,6 +438,7 @@ impl Config {
                 Some(0) => return Err(ConfigError::Invalid("max_watches must be at least 1".into())),
                 Some(n) => crate::fs::inotify::Limits { max_watches: n, ..crate::fs::inotify::Limits::default() },
             },
+            connections,
         })
     }
 
@@ -422,6 +446,19 @@ impl Config {
     pub fn is_loopback(&self) -> bool {
         self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
+}
+
+fn connection_limits(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<crate::http::listener::ConnectionLimits, ConfigError> {
+    crate::http::listener::ConnectionLimits::resolve(
+        args.header_read_timeout_seconds.or(file.header_read_timeout_seconds),
+        args.idle_timeout_seconds.or(file.idle_timeout_seconds),
+        args.max_connections.or(file.max_connections),
+        args.connection_reserve.or(file.connection_reserve),
+    )
+    .map_err(ConfigError::Invalid)
 }
 
 fn terminal_settings(args: &ServeArgs, file: &FileConfig) -> Result<TerminalSettings, ConfigError> {
@@ -558,6 +595,10 @@ mod tests {
             "sync_writes",
             "max_inflate_ratio",
             "max_watches",
+            "header_read_timeout_seconds",
+            "idle_timeout_seconds",
+            "max_connections",
+            "connection_reserve",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),
@@ -624,6 +665,28 @@ mod tests {
         let args = ServeArgs { envd_port: Some("0".parse().expect("port")), ..ServeArgs::default() };
         let config = Config::merge(args, parse_file("envd_port = 1234").expect("valid"), None).expect("ok");
         assert_eq!((config.envd_port, config.envd_port_configured), (Some(0), true));
+    }
+
+    #[test]
+    fn connection_limits_are_merged_and_checked() {
+        let args =
+            ServeArgs { max_connections: Some(100), header_read_timeout_seconds: Some(2.5), ..ServeArgs::default() };
+        let file =
+            parse_file("max_connections = 7\nconnection_reserve = 10\nidle_timeout_seconds = 5\n").expect("valid");
+        let config = Config::merge(args, file, None).expect("valid");
+        let limits = config.connections;
+        assert_eq!((limits.max_connections, limits.reserve), (100, 10), "the flag beats the file");
+        assert_eq!(
+            (limits.header_read_timeout, limits.idle_timeout),
+            (Duration::from_millis(2500), Duration::from_secs(5))
+        );
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid").connections;
+        assert_eq!(defaults.reserve, (defaults.max_connections / 8).max(1));
+        assert!((32..=4096).contains(&defaults.max_connections));
+        let bad = FileConfig { max_connections: Some(4), connection_reserve: Some(4), ..FileConfig::default() };
+        assert!(Config::merge(ServeArgs::default(), bad, None).is_err(), "no place left outside the reserve");
+        let bad = FileConfig { idle_timeout_seconds: Some(0.0), ..FileConfig::default() };
+        assert!(Config::merge(ServeArgs::default(), bad, None).is_err());
     }
 
     #[test]

@@ -196,15 +196,23 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         None => (None, None),
     };
     let pty_router = http::pty::router(state.clone());
-    let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
+    let grace = config.shutdown_grace;
+    let pty =
+        tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), grace, connections(config, &engine)));
     announce("pty", pty_addr);
     let router = http::router(state);
-    let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), grace, connections(config, &engine)));
     announce("api", api_addr);
     Ok(Running { api_addr, pty_addr, code_addr, envd_addr, shutdown, api, pty, code, envd, terminals, interpreter })
 }
 
 type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
+
+/// The connection bounds of a port whose callers authenticate with the policy's tokens.
+fn connections(config: &Config, engine: &Arc<PolicyEngine>) -> http::listener::Connections {
+    let priority = http::listener::api_priority(Arc::clone(engine));
+    http::listener::Connections { limits: config.connections, priority }
+}
 
 /// Starts the code-interpreter listener, unless it is off. A default port
 /// that is taken is logged and skipped (another code interpreter may own
@@ -222,7 +230,14 @@ async fn start_code(
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let state =
         CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
-    let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
+    let router = code_port::router(state);
+    let task = tokio::spawn(http::serve(
+        listener,
+        router,
+        shutdown.clone(),
+        config.shutdown_grace,
+        connections(config, engine),
+    ));
     announce("code", addr);
     Ok(Some((addr, task)))
 }
@@ -244,8 +259,10 @@ async fn start_envd(
     let server_token = policy::secret::from_env(policy::TOKEN_ENV)?;
     let scrollback = config.terminals.scrollback_bytes;
     let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let priority = http::listener::envd_priority(Arc::clone(&envd), Arc::clone(&state.engine));
+    let connections = http::listener::Connections { limits: config.connections, priority };
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
-    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("envd", addr);
     Ok(Some((addr, task)))
 }

@@ -7,6 +7,7 @@
 mod code;
 pub mod code_port;
 mod commands;
+mod conn;
 mod core;
 pub mod envd;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod extract;
 mod files;
 mod files_json;
 mod files_transfer;
+pub mod listener;
 mod pipeline;
 mod process;
 pub mod pty;
@@ -27,17 +29,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
-use axum::{Router, ServiceExt};
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tower::Layer;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::normalize_path::NormalizePathLayer;
 
 pub use self::error::ApiError;
 pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
@@ -162,28 +160,25 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then lets
-/// in-flight requests finish for at most `grace`.
+/// in-flight requests finish for at most `grace`. Connections are bounded
+/// and timed as `connections` says ([`listener`]).
 ///
 /// # Errors
-/// I/O errors of the listener.
+/// None so far: a failed `accept` is logged and the loop goes on.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
     grace: Duration,
+    connections: listener::Connections,
 ) -> std::io::Result<()> {
-    let service = NormalizePathLayer::trim_trailing_slash().layer(router);
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, ServiceExt::<Request>::into_make_service(service))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let server = listener::accept_loop(listener, router, shutdown.clone(), connections);
     let deadline = async {
         shutdown.cancelled().await;
         tokio::time::sleep(grace).await;
     };
     tokio::select! {
-        result = server => result,
+        () = server => Ok(()),
         () = deadline => {
             tracing::warn!(grace_seconds = grace.as_secs_f64(), "requests still running after the shutdown grace; closing them");
             Ok(())
