@@ -2,7 +2,9 @@
 //! pipeline, extractors, the JSON error mapping, and the handlers.
 //!
 //! Handlers extract, call a domain module, and map the result; the domain
-//! modules never see HTTP.
+//! modules never see HTTP. Below the router, [`listener`] accepts each
+//! port's connections (caps, reserve, descriptor exhaustion) and `conn`
+//! serves each one (header-read and idle timeouts).
 
 mod code;
 pub mod code_port;
