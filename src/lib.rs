@@ -39,8 +39,11 @@
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`process`]: supervised processes: the reaper, process groups,
 //!   bounded output capture with cursors (no axum).
+//! - [`browser`]: the headless Chromium of the `browser` group over the
+//!   DevTools Protocol, every request held to the URL policy (no axum).
 
 pub mod api;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod code;
