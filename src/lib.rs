@@ -17,6 +17,7 @@
 //! - [`client`]: the companion async Rust client.
 //! - [`environment`]: the environment children start with (server's minus
 //!   secrets, plus `POST /env` overrides).
+//! - [`metrics`]: the Prometheus metrics the pipeline records (no HTTP).
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
@@ -55,6 +56,7 @@ pub mod environment;
 pub mod fs;
 pub mod http;
 pub mod logging;
+pub mod metrics;
 pub mod policy;
 pub mod process;
 pub mod pty;

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::endpoints::Port;
 use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
 use crate::http::envd::EnvdState;
@@ -175,6 +176,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .serving_pty(pty_addr.port())
         .with_browser(config.browser.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
+    state.metrics_anonymous = config.metrics_anonymous;
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));
     let terminals = Arc::clone(&state.terminals);
     let browser = Arc::clone(&state.browser);
@@ -191,7 +193,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Arc::clone(&state.env),
         shutdown.clone(),
     );
-    let (code_addr, code) = match start_code(config, &engine, &interpreter, &shutdown).await? {
+    state.interpreter = Some(Arc::clone(&interpreter));
+    let (code_addr, code) = match start_code(config, &state, &interpreter, &shutdown).await? {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
@@ -199,6 +202,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
+    if code_addr.is_some() {
+        state = state.serving(Port::Code);
+    }
+    if envd_addr.is_some() {
+        state = state.serving(Port::Envd);
+    }
     let pty_router = http::pty::router(state.clone());
     let grace = config.shutdown_grace;
     let pty =
@@ -227,7 +236,7 @@ type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
 
 /// The connection bounds of a port whose callers authenticate with the policy's tokens.
 fn connections(config: &Config, engine: &Arc<PolicyEngine>) -> http::listener::Connections {
-    let priority = http::listener::api_priority(Arc::clone(engine));
+    let priority = http::listener::priority(Arc::clone(engine));
     http::listener::Connections { limits: config.connections, priority }
 }
 
@@ -236,7 +245,7 @@ fn connections(config: &Config, engine: &Arc<PolicyEngine>) -> http::listener::C
 /// it); a configured one must be bound.
 async fn start_code(
     config: &Config,
-    engine: &Arc<PolicyEngine>,
+    state: &AppState,
     interpreter: &Arc<CodeInterpreter>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Listener>, StartError> {
@@ -245,16 +254,10 @@ async fn start_code(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let state =
-        CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let connections = connections(config, &state.engine);
+    let state = CodeState { app: state.clone(), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
     let router = code_port::router(state);
-    let task = tokio::spawn(http::serve(
-        listener,
-        router,
-        shutdown.clone(),
-        config.shutdown_grace,
-        connections(config, engine),
-    ));
+    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("code", addr);
     Ok(Some((addr, task)))
 }
@@ -273,11 +276,9 @@ async fn start_envd(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let server_token = policy::secret::from_env(policy::TOKEN_ENV)?;
     let scrollback = config.terminals.scrollback_bytes;
-    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
-    let priority = http::listener::envd_priority(Arc::clone(&envd), Arc::clone(&state.engine));
-    let connections = http::listener::Connections { limits: config.connections, priority };
+    let envd = Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let connections = connections(config, &state.engine);
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("envd", addr);

@@ -147,7 +147,7 @@ async fn a_gzip_bomb_is_refused_in_bounded_memory() {
 
     // The ratio is configurable (0: off); the size limits still apply to the inflated bytes.
     let dir = tempfile::tempdir().expect("tempdir");
-    let policy = json!({"endpoints": {"files_content_write": {"limits": {"max_bytes": 4 * 1024 * 1024}}}});
+    let policy = json!({"endpoints": {"files_upload_stream": {"limits": {"max_bytes": 4 * 1024 * 1024}}}});
     let limited =
         common::server().args(["--max-inflate-ratio", "0", "--policy", &policy_file(dir.path(), &policy)]).start();
     let (status, body) = upload_gzip(&limited, "big", gzip(&vec![7u8; 5 * 1024 * 1024])).await;

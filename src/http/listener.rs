@@ -15,11 +15,13 @@
 //! callers get an answer instead of a hang and the port recovers by itself
 //! once descriptors are free.
 
+use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::Router;
 use tokio::io::AsyncWriteExt;
@@ -114,22 +116,28 @@ pub fn default_reserve(max_connections: usize) -> usize {
 /// Whether a request may use a port's reserved connections.
 pub type Priority = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 
-/// `/health`, or credentials that authenticate to a token identity of `engine`.
-pub fn api_priority(engine: Arc<PolicyEngine>) -> Priority {
+/// `/health`, or credentials that authenticate to a token identity of
+/// `engine` (any port's: the policy's tokens, envd's access token). A peer
+/// the engine holds back for failed attempts is refused, and a failure here
+/// counts like one at the front door, so the reserve is no guessing oracle.
+pub fn priority(engine: Arc<PolicyEngine>) -> Priority {
     Arc::new(move |parts| {
-        parts.uri.path() == "/health"
-            || engine.authenticate(&super::pipeline::credentials(&parts.headers)).is_ok_and(|id| id.id != "anonymous")
-    })
-}
-
-/// envd's: `/health`, or a token of the plane (the server's or `/init`'s).
-pub fn envd_priority(envd: Arc<crate::envd::Envd>, engine: Arc<PolicyEngine>) -> Priority {
-    Arc::new(move |parts| {
-        parts.uri.path() == "/health"
-            || envd
-                .tokens
-                .authenticate(&engine, &super::pipeline::credentials(&parts.headers))
-                .is_ok_and(|id| id.id != "anonymous")
+        if parts.uri.path() == "/health" {
+            return true;
+        }
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip());
+        if peer.is_some_and(|peer| engine.throttle.check(peer).is_err()) {
+            return false;
+        }
+        match engine.authenticate(&super::pipeline::from_headers(&parts.headers)) {
+            Ok(identity) => identity.id != "anonymous",
+            Err(denial) => {
+                if let (Some(peer), 401) = (peer, denial.status()) {
+                    engine.throttle.failed(peer);
+                }
+                false
+            }
+        }
     })
 }
 
