@@ -239,6 +239,7 @@ class WrkResult:
     """What wrk measured."""
 
     requests_per_second: float
+    mean_ms: float
     p50_ms: float
     p99_ms: float
     requests: int
@@ -273,6 +274,7 @@ def wrk(
         m = re.search(rf"^\s*{percent}%\s+([\d.]+)(us|ms|s|m)\s*$", out, re.M)
         return float(m.group(1)) * _WRK_UNITS[m.group(2)] if m else float("nan")
 
+    mean = re.search(r"^\s*Latency\s+([\d.]+)(us|ms|s|m)\s", out, re.M)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     total = re.search(r"(\d+) requests in", out)
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
@@ -280,6 +282,7 @@ def wrk(
     errors += int(non_2xx.group(1)) if non_2xx else 0
     return WrkResult(
         requests_per_second=float(rps.group(1)) if rps else 0.0,
+        mean_ms=float(mean.group(1)) * _WRK_UNITS[mean.group(2)] if mean else float("nan"),
         p50_ms=latency("50"),
         p99_ms=latency("99"),
         requests=int(total.group(1)) if total else 0,

@@ -7,7 +7,8 @@ each wrk thread writing its own file), `GET /files/list` (2),
 `GET /system/info` (1), `POST /shell` running `echo` (1) and
 `GET /files/stat` (1), absolute paths as the reference wants them. Each level of
 concurrency runs for `SECONDS` on a fresh server of each side, alternating.
-Rows: calls per second, p50 and p99 latency, CPU time per 1,000 calls (the
+Rows: calls per second, mean, p50 and p99 latency (a server that serves
+cheap calls first and makes the others wait has a low p50 and a long tail), CPU time per 1,000 calls (the
 server and the children it reaped), peak RSS during the run (the server and
 its descendants), and any errors (a non-2xx answer or a socket error).
 
@@ -116,6 +117,7 @@ def main() -> None:
                 runs[server.name].append(
                     {
                         "rps": result.requests_per_second,
+                        "mean": result.mean_ms,
                         "p50": result.p50_ms,
                         "p99": result.p99_ms,
                         "cpu_ms_per_1000": cpu * 1000 / max(result.requests, 1) * 1000,
@@ -131,6 +133,7 @@ def main() -> None:
             note = f"{connections} connections, {ROUNDS} x {SECONDS} s, errors {errors['ours']} / {errors['reference']}"
             o, r = med["ours"], med["reference"]
             print(row("mixed load throughput", o["rps"], r["rps"], "req/s", better="higher", note=note))
+            print(row("mixed load mean latency", o["mean"], r["mean"], "ms", better="lower", note=f"{connections} connections"))
             print(row("mixed load p50", o["p50"], r["p50"], "ms", better="lower", note=f"{connections} connections"))
             print(row("mixed load p99", o["p99"], r["p99"], "ms", better="lower", note=f"{connections} connections"))
             cpu_note = f"{connections} connections, server and reaped children"
