@@ -211,6 +211,19 @@ policy_keys! {
     }
 }
 
+/// The port each listener binds unless configured otherwise: the reference
+/// server's and the protocols' own (`config` and the client both use them).
+pub mod default_ports {
+    /// The HTTP API.
+    pub const API: u16 = 9000;
+    /// The terminal WebSocket.
+    pub const PTY: u16 = 9001;
+    /// The code-interpreter protocol.
+    pub const CODE: u16 = 49999;
+    /// envd's protocol.
+    pub const ENVD: u16 = 49983;
+}
+
 /// Limits every endpoint accepts.
 pub const COMMON_LIMITS: [Limit; 3] = [Limit::MaxRequestBytes, Limit::RatePerMinute, Limit::MaxConcurrency];
 

@@ -1,10 +1,9 @@
 //! The command line: `serve` (the default), `healthcheck`, `check-config`, `version`.
 //!
 //! Same verbs and flags as the reference server's CLI; a bare invocation
-//! (with or without serve flags) serves. [`client`] is the `abx` companion CLI.
+//! (with or without serve flags) serves. The `abx` companion CLI is [`crate::abx`].
 
 mod check_config;
-pub mod client;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,0 +1,333 @@
+//! How every call of every plane travels: one connection pool, the
+//! credentials, the per-call timeout and the overall deadline, retries, and
+//! error answers turned into [`ClientError`]s.
+//!
+//! [`Client`](super::Client), [`CodeClient`](super::CodeClient) and
+//! [`EnvdClient`](super::EnvdClient) each hold a [`Transport`] to their port;
+//! clones share the pool (`reqwest::Client` is a handle to it).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::{ClientError, RetryPolicy};
+use crate::api::ErrorBody;
+
+/// Error bodies longer than this are cut (they are a line of JSON or text).
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The credentials, as header values ready to send; never printed.
+#[derive(Clone)]
+pub(crate) struct Credentials {
+    bearer: HeaderValue,
+    access: HeaderValue,
+}
+
+impl Credentials {
+    /// The headers for `token`.
+    pub(crate) fn new(token: &str) -> Result<Self, ClientError> {
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ClientError::InvalidToken)?;
+        let mut access = HeaderValue::from_str(token).map_err(|_| ClientError::InvalidToken)?;
+        bearer.set_sensitive(true);
+        access.set_sensitive(true);
+        Ok(Credentials { bearer, access })
+    }
+
+    /// Adds `Authorization: Bearer` and `X-Access-Token` (the daemon accepts either).
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
+        headers.insert(AUTHORIZATION, self.bearer.clone());
+        headers.insert("x-access-token", self.access.clone());
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A port of one server, and how calls to it are made.
+#[derive(Debug, Clone)]
+pub(crate) struct Transport {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base_url: Arc<str>,
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl Transport {
+    /// The same settings and pool, for the port at `base_url`.
+    pub(crate) fn at(&self, base_url: &str) -> Transport {
+        Transport { base_url: base_url.trim_end_matches('/').into(), ..self.clone() }
+    }
+
+    /// `base_url` + `path`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// A request with the credentials.
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+        let mut headers = HeaderMap::new();
+        if let Some(credentials) = &self.credentials {
+            credentials.apply(&mut headers);
+        }
+        self.http.request(method, self.url(path)).headers(headers)
+    }
+
+    /// The time one call may take: the per-call timeout, cut by the deadline.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] once the deadline has passed.
+    fn budget(&self) -> Result<Option<Duration>, ClientError> {
+        let left = self.deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Err(ClientError::Timeout(Duration::ZERO));
+        }
+        Ok(match (self.timeout, left) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        })
+    }
+
+    /// Runs `call` within the call's budget.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] when the budget runs out first, and `call`'s errors.
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        match self.budget()? {
+            None => call.await,
+            Some(budget) => tokio::time::timeout(budget, call).await.map_err(|_| ClientError::Timeout(budget))?,
+        }
+    }
+
+    /// Sends the request `build` makes (once per attempt), retrying per the
+    /// policy; returns a successful response. Not bounded: callers bound
+    /// the whole call, the reading of the answer included.
+    ///
+    /// # Errors
+    /// The last attempt's transport error or error answer.
+    pub(crate) async fn send(
+        &self,
+        idempotent: bool,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, ClientError> {
+        let mut retry = 0;
+        loop {
+            let outcome = match build().send().await {
+                Ok(response) => checked(response).await,
+                Err(e) => Err(ClientError::Transport(e)),
+            };
+            let err = match outcome {
+                Ok(response) => return Ok(response),
+                Err(e) => e,
+            };
+            let wait = if may_retry(&err, idempotent) { self.retry.backoff(retry, err.retry_after()) } else { None };
+            let fits = |wait: Duration| self.deadline.is_none_or(|d| Instant::now() + wait < d);
+            match wait {
+                Some(wait) if fits(wait) => tokio::time::sleep(wait).await,
+                _ => return Err(err),
+            }
+            retry += 1;
+        }
+    }
+
+    /// Sends a JSON call (`body` serialised once, re-sent on retries) and
+    /// decodes its JSON answer, all within the call's budget.
+    ///
+    /// # Errors
+    /// Transport errors, error answers, timeouts and undecodable answers.
+    pub(crate) async fn json<B, T>(
+        &self,
+        idempotent: bool,
+        build: impl Fn() -> RequestBuilder,
+        body: Option<&B>,
+    ) -> Result<T, ClientError>
+    where
+        B: Serialize + ?Sized,
+        T: DeserializeOwned,
+    {
+        let body = body
+            .map(|b| serde_json::to_vec(b).map(Bytes::from))
+            .transpose()
+            .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+        let build = || match &body {
+            Some(body) => build().header(CONTENT_TYPE, "application/json").body(body.clone()),
+            None => build(),
+        };
+        self.bounded(async { decode(self.send(idempotent, build).await?).await }).await
+    }
+
+    /// Sends a request whose answer is a stream: the per-call timeout
+    /// bounds its start (the answer's head); the deadline bounds the
+    /// stream too (see [`Transport::until_deadline`]).
+    ///
+    /// # Errors
+    /// As [`Transport::send`], and [`ClientError::Timeout`].
+    pub(crate) async fn start_stream(
+        &self,
+        idempotent: bool,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, ClientError> {
+        self.bounded(self.send(idempotent, build)).await
+    }
+
+    /// `stream`, ended by a [`ClientError::Timeout`] item when the deadline passes.
+    pub(crate) fn until_deadline<S, T>(&self, stream: S) -> BoxStream<'static, Result<T, ClientError>>
+    where
+        S: Stream<Item = Result<T, ClientError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let deadline = self.deadline;
+        futures_util::stream::unfold((Box::pin(stream), false), move |(mut stream, over)| async move {
+            if over {
+                return None;
+            }
+            let next = match deadline {
+                None => stream.next().await,
+                Some(deadline) => match tokio::time::timeout_at(deadline, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_) => return Some((Err(ClientError::Timeout(Duration::ZERO)), (stream, true))),
+                },
+            };
+            next.map(|item| (item, (stream, false)))
+        })
+        .boxed()
+    }
+}
+
+/// Whether `err` may be retried: connection refused (nothing was sent) and
+/// load shedding by the admission pipeline (the handler never ran) for any
+/// call; transport failures and 502/503/504 for idempotent calls only.
+fn may_retry(err: &ClientError, idempotent: bool) -> bool {
+    match err {
+        ClientError::Transport(e) => e.is_connect() || idempotent,
+        ClientError::Api { code: Some(code), status: 429, .. } if code.is_rate_limit() => true,
+        ClientError::Api { status, .. } => idempotent && matches!(status, 429 | 502 | 503 | 504),
+        _ => false,
+    }
+}
+
+/// The response when it is a success; otherwise its error answer.
+///
+/// # Errors
+/// [`ClientError::Api`] for 4xx and 5xx answers.
+pub(crate) async fn checked(response: Response) -> Result<Response, ClientError> {
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    Err(error_answer(response).await)
+}
+
+/// An error answer as a [`ClientError`]: the daemon's JSON error body, an
+/// envd `{code, message}` body, or plain text (the code-interpreter port).
+pub(crate) async fn error_answer(mut response: Response) -> ClientError {
+    let status = response.status();
+    let hinted = response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    let mut bytes = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        bytes.extend_from_slice(&chunk[..chunk.len().min(MAX_ERROR_BODY - bytes.len())]);
+        if bytes.len() >= MAX_ERROR_BODY {
+            break;
+        }
+    }
+    let mut body = error_body(status, &bytes);
+    if body.retry_after.is_none() {
+        body.retry_after = hinted;
+    }
+    ClientError::api(status.as_u16(), body)
+}
+
+/// The error body of an answer with `status` and `bytes`.
+fn error_body(status: StatusCode, bytes: &[u8]) -> ErrorBody {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        message: String,
+    }
+    if let Ok(body) = serde_json::from_slice::<ErrorBody>(bytes) {
+        return body;
+    }
+    let text = match serde_json::from_slice::<Message>(bytes) {
+        Ok(envd) => envd.message,
+        Err(_) => String::from_utf8_lossy(bytes).trim().to_string(),
+    };
+    let text = if text.is_empty() { format!("HTTP {status}") } else { text };
+    let error_type = match status {
+        StatusCode::UNAUTHORIZED => "AuthError",
+        StatusCode::FORBIDDEN => "PolicyDenied",
+        StatusCode::NOT_FOUND => "NotFoundError",
+        StatusCode::BAD_REQUEST => "ValueError",
+        _ => "HTTPError",
+    };
+    ErrorBody::new(text, error_type)
+}
+
+/// Decodes a successful JSON answer.
+///
+/// # Errors
+/// [`ClientError::Protocol`] for a body that is not the expected JSON.
+pub(crate) async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
+    let status = response.status();
+    let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+    let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+    serde_json::from_slice(bytes).map_err(|e| ClientError::Protocol(format!("unexpected answer (HTTP {status}): {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_every_port_become_typed_errors() {
+        let json = br#"{"error":"off","type":"EndpointDisabled","code":"endpoint_disabled","rule":"policy:x"}"#;
+        let body = error_body(StatusCode::NOT_FOUND, json);
+        assert_eq!((body.error.as_str(), body.rule.as_deref()), ("off", Some("policy:x")));
+        let envd = error_body(StatusCode::NOT_FOUND, br#"{"code":404,"message":"path not found"}"#);
+        assert_eq!((envd.error.as_str(), envd.error_type.as_str()), ("path not found", "NotFoundError"));
+        let text = error_body(StatusCode::BAD_REQUEST, b"context_id and language are exclusive\n");
+        assert_eq!(
+            (text.error.as_str(), text.error_type.as_str()),
+            ("context_id and language are exclusive", "ValueError")
+        );
+        assert_eq!(error_body(StatusCode::BAD_GATEWAY, b"").error, "HTTP 502 Bad Gateway");
+    }
+
+    #[test]
+    fn only_calls_that_are_safe_to_repeat_are_retried() {
+        let answer = |status, code: &str| ClientError::api(status, ErrorBody::new("x", "X").with_code(code));
+        assert!(may_retry(&answer(429, "rate_limited"), false), "shed before any handler ran");
+        assert!(!may_retry(&answer(429, "process_limit"), false));
+        assert!(may_retry(&answer(503, "internal"), true));
+        assert!(!may_retry(&answer(503, "internal"), false));
+        assert!(!may_retry(&answer(500, "internal"), true));
+        assert!(!may_retry(&ClientError::Timeout(Duration::ZERO), true));
+    }
+
+    #[tokio::test]
+    async fn a_passed_deadline_fails_at_once() {
+        let transport = Transport {
+            http: reqwest::Client::new(),
+            base_url: "http://127.0.0.1:9".into(),
+            credentials: None,
+            timeout: Some(Duration::from_secs(60)),
+            deadline: Some(Instant::now()),
+            retry: RetryPolicy::default(),
+        };
+        let err = transport.bounded(async { Ok(()) }).await.expect_err("deadline passed");
+        assert!(matches!(err, ClientError::Timeout(_)));
+    }
+}
