@@ -486,7 +486,52 @@ fn idempotent(endpoint: &Endpoint) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+
+    /// Every public item of the client (functions, types, constants) has an
+    /// example in its documentation; doc tests compile (and, where they need
+    /// no server, run) them.
+    #[test]
+    fn every_public_item_has_an_example() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/client");
+        let mut missing = Vec::new();
+        let mut items = 0;
+        for entry in std::fs::read_dir(&dir).expect("src/client is readable").flatten() {
+            let text = std::fs::read_to_string(entry.path()).expect("readable");
+            let source = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let lines: Vec<&str> = source.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let item = line.trim_start();
+                let kinds = [
+                    "pub fn ",
+                    "pub async fn ",
+                    "pub const fn ",
+                    "pub struct ",
+                    "pub enum ",
+                    "pub const ",
+                    "pub type ",
+                ];
+                if !kinds.iter().any(|k| item.starts_with(k)) {
+                    continue;
+                }
+                items += 1;
+                let doc: Vec<&str> = lines[..i]
+                    .iter()
+                    .rev()
+                    .map(|l| l.trim_start())
+                    .skip_while(|l| l.starts_with("#["))
+                    .take_while(|l| l.starts_with("///"))
+                    .collect();
+                if !doc.iter().any(|l| l.starts_with("/// ```")) {
+                    missing.push(format!("{}:{}: {item}", entry.path().display(), i + 1));
+                }
+            }
+        }
+        assert!(items > 60, "the scan found the client's items ({items})");
+        assert!(missing.is_empty(), "public items without an example:\n{}", missing.join("\n"));
+    }
 
     #[test]
     fn reads_are_idempotent_and_writes_are_not() {

@@ -10,7 +10,7 @@
 //! - `process`: `process.Process` on [`crate::envd::processes`].
 //!
 //! Every request but `/health`, `/init` and `/files` (which check their own
-//! credentials) passes [`authenticate`]: the `X-Access-Token` of the server
+//! credentials) passes `authenticate`: the `X-Access-Token` of the server
 //! or of `/init` once either exists. Each method is then admitted by the
 //! policy rule of its native counterpart (`Stat` by `files_stat`, `Start`
 //! by `process_start`, ...), so one policy governs both planes: its path
@@ -55,7 +55,7 @@ pub struct EnvdState {
     pub envd: Arc<Envd>,
 }
 
-/// Who is calling, set by [`authenticate`].
+/// Who is calling, set by `authenticate`.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The identity its token proved (or anonymous on an open plane).
@@ -65,7 +65,7 @@ pub struct Caller {
 }
 
 /// One call to a Connect method: the port's state, who calls (set by
-/// [`authenticate`]), and the request [`connect`] serves. Each method's
+/// `authenticate`), and the request [`connect`] serves. Each method's
 /// handler states only what it does with them.
 pub struct Call {
     state: EnvdState,
