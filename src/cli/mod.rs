@@ -111,7 +111,9 @@ fn healthcheck(args: &HealthcheckArgs) -> ExitCode {
         .build()
         .map(|rt| {
             rt.block_on(async {
-                let Ok(client) = crate::client::Client::builder(&url).timeout(timeout).build() else {
+                // One attempt: a probe reports the state now; its caller retries.
+                let builder = crate::client::Client::builder(&url).timeout(timeout);
+                let Ok(client) = builder.retry(crate::client::RetryPolicy::NEVER).build() else {
                     return false;
                 };
                 client.health().await.unwrap_or(false)
