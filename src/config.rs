@@ -156,6 +156,12 @@ pub struct ServeArgs {
     /// bash interpreter [default: bash].
     #[arg(long, env = "ABX_CODE_BASH", value_name = "PROGRAM")]
     pub code_bash: Option<String>,
+    /// R interpreter of code contexts [default: Rscript].
+    #[arg(long, env = "ABX_CODE_R", value_name = "PROGRAM")]
+    pub code_r: Option<String>,
+    /// Java launcher of code contexts, from a JDK (JShell runs the cells) [default: java].
+    #[arg(long, env = "ABX_CODE_JAVA", value_name = "PROGRAM")]
+    pub code_java: Option<String>,
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
@@ -210,6 +216,10 @@ pub struct FileConfig {
     pub code_node: Option<String>,
     /// bash interpreter.
     pub code_bash: Option<String>,
+    /// R interpreter.
+    pub code_r: Option<String>,
+    /// Java launcher.
+    pub code_java: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
 }
@@ -366,6 +376,8 @@ impl Config {
                 python: args.code_python.or(file.code_python).unwrap_or(defaults.python),
                 node: args.code_node.or(file.code_node).unwrap_or(defaults.node),
                 bash: args.code_bash.or(file.code_bash).unwrap_or(defaults.bash),
+                r: args.code_r.or(file.code_r).unwrap_or(defaults.r),
+                java: args.code_java.or(file.code_java).unwrap_or(defaults.java),
             },
         };
         Ok(Config {
@@ -529,6 +541,8 @@ mod tests {
             "code_python",
             "code_node",
             "code_bash",
+            "code_r",
+            "code_java",
             "sync_writes",
         ] {
             assert!(

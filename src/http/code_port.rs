@@ -4,8 +4,10 @@
 //! `POST /execute` answers NDJSON lines as the execution produces them,
 //! a `keepalive` line after each quiet interval and `end_of_execution`
 //! last; dropping the connection interrupts the execution. `/contexts`
-//! creates, lists, restarts and deletes contexts. Errors are plain text
-//! with the protocol's statuses (404 unknown context, 400 bad request).
+//! creates, lists, restarts and deletes contexts (restart and delete answer
+//! 200 `null`, as the code-interpreter server does). Errors are plain text
+//! with the protocol's statuses (404 unknown context, 400 bad request),
+//! except malformed bodies: 422 with a JSON `detail` ([`super::code_wire`]).
 //! Credentials are the API port's (bearer or `X-Access-Token`), and the
 //! identity needs the `devtools:run` scope; `GET /health` is anonymous.
 
@@ -13,17 +15,16 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
+use super::code_wire::Payload;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::{CodeError, CodeInterpreter};
 use crate::policy::{Credentials, PolicyEngine};
@@ -66,6 +67,13 @@ pub fn router(state: CodeState) -> Router {
 #[derive(Debug)]
 pub struct TextError(StatusCode, String);
 
+impl TextError {
+    /// An answer with this status and text.
+    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
+        TextError(status, text.into())
+    }
+}
+
 impl IntoResponse for TextError {
     fn into_response(self) -> Response {
         let mut response = (self.0, self.1).into_response();
@@ -88,24 +96,6 @@ impl From<CodeError> for TextError {
             CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         };
         TextError(status, e.to_string())
-    }
-}
-
-/// A JSON request body (any content type; empty means `{}`), refused in plain text.
-struct Payload<T>(T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Payload<T> {
-    type Rejection = TextError;
-
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let limit = usize::try_from(DEFAULT_MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
-        let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| {
-            TextError(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body too large; limit is {limit} bytes"))
-        })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        serde_json::from_slice(bytes)
-            .map(Payload)
-            .map_err(|e| TextError(StatusCode::BAD_REQUEST, format!("Invalid request body: {e}")))
     }
 }
 
@@ -189,12 +179,12 @@ async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
     Json(state.code.list())
 }
 
-async fn restart(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn restart(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     state.code.restart(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }
 
-async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     state.code.delete(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }

@@ -6,6 +6,7 @@
 
 mod code;
 pub mod code_port;
+pub mod code_wire;
 mod commands;
 mod core;
 pub mod envd;
