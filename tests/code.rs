@@ -422,13 +422,13 @@ fn abx_streams_code_and_manages_contexts() {
 async fn too_large_results_fail_the_cell_clearly() {
     let server = common::start();
     let code = code(&server);
-    let lines = code.run(&request("display('x' * (40 << 20))\nprint('not reached')")).await.expect("run");
+    let lines = code.run(&request("display('x' * (40 << 20))\nprint('not reached')")).await.expect("run").lines;
     let (name, value, traceback) = error(&lines).expect("an error");
     assert_eq!(name, "ResultTooLarge");
     assert!(value.contains("over the 32.0 MiB result limit"), "{value}");
     assert!(traceback.contains("line 1, in <module>"), "{traceback}");
     assert_eq!(stdout(&lines), "");
-    let lines = code.run(&request("{'fine': [1, float('nan')]}")).await.expect("run");
+    let lines = code.run(&request("{'fine': [1, float('nan')]}")).await.expect("run").lines;
     assert_eq!(results(&lines)[0].json, Some(serde_json::json!({"fine": [1, null]})));
 }
 
@@ -469,8 +469,8 @@ async fn other_languages_run_when_installed_and_are_named_when_not() {
             continue;
         }
         let id = create(&code, language).await;
-        assert_eq!(error(&code.run(&in_context(&id, setup)).await.expect("run")), None, "{language}");
-        let lines = code.run(&in_context(&id, check)).await.expect("run");
+        assert_eq!(error(&code.run(&in_context(&id, setup)).await.expect("run").lines), None, "{language}");
+        let lines = code.run(&in_context(&id, check)).await.expect("run").lines;
         assert_eq!(main_text(&lines).as_deref(), Some(expected), "{language}: {lines:?}");
     }
 }

@@ -252,17 +252,37 @@ pub(crate) async fn error_answer(mut response: Response) -> ClientError {
     ClientError::api(status.as_u16(), body)
 }
 
+/// The other ports' error bodies: envd's `{code, message}` and the code
+/// port's validation errors, `{detail: [{loc, msg, ...}]}`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum OtherBody {
+    Envd { message: String },
+    Detail { detail: Vec<DetailItem> },
+}
+
+#[derive(serde::Deserialize)]
+struct DetailItem {
+    msg: String,
+    #[serde(default)]
+    loc: Vec<serde_json::Value>,
+}
+
 /// The error body of an answer with `status` and `bytes`.
 fn error_body(status: StatusCode, bytes: &[u8]) -> ErrorBody {
-    #[derive(serde::Deserialize)]
-    struct Message {
-        message: String,
-    }
     if let Ok(body) = serde_json::from_slice::<ErrorBody>(bytes) {
         return body;
     }
-    let text = match serde_json::from_slice::<Message>(bytes) {
-        Ok(envd) => envd.message,
+    let text = match serde_json::from_slice::<OtherBody>(bytes) {
+        Ok(OtherBody::Envd { message }) => message,
+        Ok(OtherBody::Detail { detail }) => detail
+            .iter()
+            .map(|d| {
+                let at: Vec<String> = d.loc.iter().map(|l| l.as_str().map_or(l.to_string(), str::to_string)).collect();
+                format!("{}: {}", at.join("."), d.msg)
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
         Err(_) => String::from_utf8_lossy(bytes).trim().to_string(),
     };
     let text = if text.is_empty() { format!("HTTP {status}") } else { text };
@@ -270,7 +290,7 @@ fn error_body(status: StatusCode, bytes: &[u8]) -> ErrorBody {
         StatusCode::UNAUTHORIZED => "AuthError",
         StatusCode::FORBIDDEN => "PolicyDenied",
         StatusCode::NOT_FOUND => "NotFoundError",
-        StatusCode::BAD_REQUEST => "ValueError",
+        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => "ValueError",
         _ => "HTTPError",
     };
     ErrorBody::new(text, error_type)
@@ -304,6 +324,9 @@ mod tests {
             ("context_id and language are exclusive", "ValueError")
         );
         assert_eq!(error_body(StatusCode::BAD_GATEWAY, b"").error, "HTTP 502 Bad Gateway");
+        let detail = br#"{"detail":[{"type":"missing","loc":["body","code"],"msg":"Field required","input":{}}]}"#;
+        let invalid = error_body(StatusCode::UNPROCESSABLE_ENTITY, detail);
+        assert_eq!((invalid.error.as_str(), invalid.error_type.as_str()), ("body.code: Field required", "ValueError"));
     }
 
     #[test]
