@@ -18,6 +18,8 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use agent_sandbox_server::api::code::ContextInfo;
+
 fn write(root: &Path, files: &[(&str, &str)]) {
     for (name, text) in files {
         let path = root.join(name);
@@ -82,13 +84,15 @@ async fn chart_runs_code_in_a_context_and_saves_its_chart() {
     let server = common::server().args(["--code-python", &python]).start();
     let url = server.listeners.iter().find(|(name, _)| name == "code").map(|(_, url)| url.clone()).expect("code port");
     let code = server.client().code_interpreter(&url);
+    let ids = |contexts: Vec<ContextInfo>| contexts.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    let before = ids(code.list_contexts().await.expect("list"));
     let out: PathBuf = server.dir().join("chart.png");
     let size = chart::run(&code, &out).await.expect("the example runs");
     let png = std::fs::read(&out).expect("saved");
     assert_eq!(png.len(), size);
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG image");
     assert!(size > 5_000, "a real chart, not an empty image ({size} bytes)");
-    assert!(code.list_contexts().await.expect("list").is_empty(), "the example cleans up its context");
+    assert_eq!(ids(code.list_contexts().await.expect("list")), before, "the example removes its context");
 }
 
 #[tokio::test]
