@@ -162,6 +162,12 @@ pub struct ServeArgs {
     /// Java launcher of code contexts, from a JDK (JShell runs the cells) [default: java].
     #[arg(long, env = "ABX_CODE_JAVA", value_name = "PROGRAM")]
     pub code_java: Option<String>,
+    /// Browser program of the browser group, a path or a name on PATH [default: chromium].
+    #[arg(long, env = "ABX_BROWSER_PATH", value_name = "PROGRAM")]
+    pub browser_path: Option<String>,
+    /// Close the browser after this many seconds without browser calls; 0 never [default: 300].
+    #[arg(long, env = "ABX_BROWSER_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub browser_idle_timeout_seconds: Option<f64>,
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
@@ -222,6 +228,10 @@ pub struct FileConfig {
     pub code_java: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
+    /// Browser program (a path, or a name on `PATH`).
+    pub browser_path: Option<String>,
+    /// Seconds without browser calls before the browser is closed (0: never).
+    pub browser_idle_timeout_seconds: Option<f64>,
 }
 
 /// Why a configuration cannot be used.
@@ -310,6 +320,8 @@ pub struct Config {
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
+    /// How the browser group runs its browser.
+    pub browser: crate::browser::BrowserSettings,
 }
 
 /// Settings of code execution.
@@ -367,6 +379,15 @@ impl Config {
             args.code_keepalive_seconds.or(file.code_keepalive_seconds),
             DEFAULT_CODE_KEEPALIVE,
         )?;
+        let browser_idle = seconds(
+            "browser_idle_timeout_seconds",
+            args.browser_idle_timeout_seconds.or(file.browser_idle_timeout_seconds),
+            crate::browser::DEFAULT_IDLE_TIMEOUT,
+        )?;
+        let browser = crate::browser::BrowserSettings {
+            program: args.browser_path.or(file.browser_path).filter(|p| !p.is_empty()),
+            idle_timeout: (!browser_idle.is_zero()).then_some(browser_idle),
+        };
         let defaults = crate::code::Interpreters::default();
         let code = CodeSettings {
             max_contexts: args.code_max_contexts.or(file.code_max_contexts).unwrap_or(DEFAULT_CODE_MAX_CONTEXTS),
@@ -401,6 +422,7 @@ impl Config {
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
+            browser,
         })
     }
 
@@ -508,6 +530,20 @@ mod tests {
     }
 
     #[test]
+    fn browser_settings_merge_flags_over_the_file() {
+        let file = parse_file("browser_path = \"/opt/chrome\"\nbrowser_idle_timeout_seconds = 0\n").expect("valid");
+        let config = Config::merge(ServeArgs::default(), file.clone(), None).expect("valid");
+        assert_eq!(config.browser.program.as_deref(), Some("/opt/chrome"));
+        assert_eq!(config.browser.idle_timeout, None, "0 keeps the browser");
+        let args = ServeArgs { browser_idle_timeout_seconds: Some(2.5), ..ServeArgs::default() };
+        let config = Config::merge(args, file, None).expect("valid");
+        assert_eq!(config.browser.idle_timeout, Some(Duration::from_millis(2500)));
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!(defaults.browser.idle_timeout, Some(crate::browser::DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(defaults.browser.program, None);
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let err = parse_file("prot = 9000\n").expect_err("unknown key");
         assert!(err.contains("prot"), "{err}");
@@ -544,6 +580,8 @@ mod tests {
             "code_r",
             "code_java",
             "sync_writes",
+            "browser_path",
+            "browser_idle_timeout_seconds",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

@@ -55,6 +55,8 @@
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`code`]: code execution: stateful contexts of the code-interpreter
 //!   port, one-shot runs and git helpers (no axum).
+//! - [`browser`]: the headless Chromium of the `browser` group over the
+//!   DevTools Protocol, every request held to the URL policy (no axum).
 
 // The layout above links every module; a build without some of them has no target for those links.
 #![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
@@ -76,6 +78,8 @@ pub mod abx;
 
 // `server`: the daemon. A new module only the daemon needs goes here, under
 // the same attribute.
+#[cfg(feature = "server")]
+pub mod browser;
 #[cfg(feature = "server")]
 pub mod cli;
 #[cfg(feature = "server")]

@@ -62,6 +62,7 @@ pub struct Running {
     envd: Option<JoinHandle<std::io::Result<()>>>,
     terminals: Arc<Terminals>,
     interpreter: Arc<CodeInterpreter>,
+    browser: Arc<crate::browser::Browser>,
 }
 
 /// How long terminal shells get after `SIGHUP` at shutdown before `SIGKILL`.
@@ -80,6 +81,7 @@ impl Running {
         tokio::join!(
             self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
             self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),
+            self.browser.shutdown(),
             children
         );
         let listeners = [("API", self.api), ("PTY", self.pty)]
@@ -157,10 +159,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         pty_listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let mut state = AppState::new(Arc::clone(&engine), shutdown.clone())
         .configured(config.terminals, config.commands.clone())
-        .serving_pty(pty_addr.port());
+        .serving_pty(pty_addr.port())
+        .with_browser(config.browser.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
     let terminals = Arc::clone(&state.terminals);
+    let browser = Arc::clone(&state.browser);
     if !state.commands.is_empty() {
         tracing::info!(commands = state.commands.len(), "registered commands loaded");
     }
@@ -188,7 +192,20 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let router = http::router(state);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, pty_addr, code_addr, envd_addr, shutdown, api, pty, code, envd, terminals, interpreter })
+    Ok(Running {
+        api_addr,
+        pty_addr,
+        code_addr,
+        envd_addr,
+        shutdown,
+        api,
+        pty,
+        code,
+        envd,
+        terminals,
+        interpreter,
+        browser,
+    })
 }
 
 type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);

@@ -244,11 +244,11 @@ async fn error_statuses_have_the_reference_body() {
 
 #[tokio::test]
 async fn disabled_and_unimplemented_endpoints_say_why() {
-    let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "browser").start();
+    let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "agents").start();
     let http = server.http();
     let bearer = server.bearer();
     let (status, body) = get_json(
-        http.get(server.at("/browser/content")).header("authorization", &bearer).send().await.expect("request"),
+        http.get(server.at("/v1/agents/runtimes")).header("authorization", &bearer).send().await.expect("request"),
     )
     .await;
     assert_eq!(
@@ -256,16 +256,16 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
         (
             501,
             json!({
-                "error": "Endpoint 'browser_content' is not implemented by this server",
+                "error": "Endpoint 'agents_runtimes_list' is not implemented by this server",
                 "type": "NotImplementedError",
                 "code": "not_implemented",
-                "endpoint": "browser_content",
+                "endpoint": "agents_runtimes_list",
             })
         )
     );
     let doc = server.client().capabilities().await.expect("capabilities");
-    let browser = &doc.endpoints["browser_content"];
-    assert_eq!((browser.enabled, browser.allowed, browser.reason.as_deref()), (true, false, Some("not_implemented")));
+    let agents = &doc.endpoints["agents_runtimes_list"];
+    assert_eq!((agents.enabled, agents.allowed, agents.reason.as_deref()), (true, false, Some("not_implemented")));
 
     let (status, body) = get_json(
         http.post(server.at("/code/run")).header("authorization", &bearer).body("{}").send().await.expect("request"),

@@ -249,6 +249,23 @@ error_codes! {
     // Code.
     /// The language is not allowed by the policy (403).
     LanguageNotAllowed = "language_not_allowed",
+    // Browser.
+    /// The URL cannot be parsed (400).
+    UrlInvalid = "url_invalid",
+    /// The URL's scheme, or the URL itself, is not allowed by the policy (403).
+    UrlNotAllowed = "url_not_allowed",
+    /// The URL resolves to a loopback, link-local or private address (403).
+    UrlDenied = "url_denied",
+    /// The browser is not installed or could not start (503).
+    BrowserUnavailable = "browser_unavailable",
+    /// The browser crashed (503).
+    BrowserCrashed = "browser_crashed",
+    /// No element matches the selector (404).
+    SelectorNotFound = "selector_not_found",
+    /// The page could not be loaded (502).
+    NavigationFailed = "navigation_failed",
+    /// The page's script threw (400).
+    ScriptError = "script_error",
 }
 
 impl ErrorCode {
@@ -279,6 +296,8 @@ impl ErrorCode {
                 | ErrorCode::EnvVarDenied
                 | ErrorCode::EnvVarNotAllowed
                 | ErrorCode::LanguageNotAllowed
+                | ErrorCode::UrlNotAllowed
+                | ErrorCode::UrlDenied
         )
     }
 
@@ -351,7 +370,24 @@ mod tests {
                 }
             }
         }
-        let markers = ["with_code(", "forbidden(", "::invalid(", "code: \"", "refuse(", "conflict(", "DENIED: &str"];
+        // Where a code is written: the first code-like literal after one of these.
+        let markers = [
+            "with_code(",
+            "forbidden(",
+            "::invalid(",
+            "code: \"",
+            "refuse(",
+            "conflict(",
+            "DENIED: &str",
+            "Refusal::new(",
+            "unavailable(",
+        ];
+        let is_code = |literal: &str| {
+            !literal.is_empty()
+                && literal.contains('_')
+                && literal.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                && !literal.starts_with('_')
+        };
         let mut seen = 0;
         let mut unknown = Vec::new();
         for file in &files {
@@ -359,19 +395,17 @@ mod tests {
             let source = text.split("#[cfg(test)]").next().unwrap_or_default();
             let lines: Vec<&str> = source.lines().collect();
             for (i, line) in lines.iter().enumerate() {
-                let Some(at) = markers.iter().filter_map(|m| line.find(m)).min() else { continue };
-                let mut tail = line[at..].to_string();
-                if let Some(next) = lines.get(i + 1) {
-                    tail.push_str(next);
-                }
-                for literal in tail.split('"').skip(1).step_by(2) {
-                    let is_code = !literal.is_empty()
-                        && literal.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-                        && !literal.starts_with('_');
-                    if is_code {
+                for marker in markers {
+                    for (at, _) in line.match_indices(marker) {
+                        let mut tail = line[at + marker.len()..].to_string();
+                        if let Some(next) = lines.get(i + 1) {
+                            tail.push_str(next);
+                        }
+                        let literals = if marker.ends_with('"') { format!("\"{tail}") } else { tail };
+                        let Some(code) = literals.split('"').skip(1).step_by(2).find(|l| is_code(l)) else { continue };
                         seen += 1;
-                        if matches!(ErrorCode::from_wire(literal), ErrorCode::Other(_)) {
-                            unknown.push(format!("{}:{}: {literal}", file.display(), i + 1));
+                        if matches!(ErrorCode::from_wire(code), ErrorCode::Other(_)) {
+                            unknown.push(format!("{}:{}: {code}", file.display(), i + 1));
                         }
                     }
                 }

@@ -6,7 +6,7 @@
 //! daemon is compiled (`docs/client.md`).
 //!
 //! - [`Client`]: the native API (port 9000): files, processes, terminals,
-//!   system, registered commands, one-shot code runs and git. Every call
+//!   system, registered commands, one-shot code runs and git, the browser. Every call
 //!   names an endpoint id; its method and path come from the endpoint table
 //!   and its request and response types from `api`, so the client cannot
 //!   drift from the server.
@@ -50,6 +50,7 @@
 //! # Ok(()) }
 //! ```
 
+mod browser;
 mod code;
 mod commands;
 mod envd;

@@ -88,6 +88,12 @@ impl ApiError {
         self
     }
 
+    /// Sets the rule that decided a refusal.
+    pub fn with_rule(mut self, rule: &str) -> Self {
+        self.body.rule = Some(rule.to_string());
+        self
+    }
+
     /// Sets the scope a refusal concerns.
     pub fn with_scope(mut self, scope: &str) -> Self {
         self.body.scope = Some(scope.to_string());

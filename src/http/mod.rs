@@ -4,6 +4,7 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+mod browser;
 mod code;
 pub mod code_port;
 pub mod code_wire;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub commands: Arc<Registry>,
     /// Interpreter programs of `/code/run`.
     pub interpreters: Arc<crate::code::Interpreters>,
+    /// The headless browser (started by its first call).
+    pub browser: Arc<crate::browser::Browser>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -84,6 +87,7 @@ impl AppState {
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
+        let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
         AppState {
             engine,
             shutdown,
@@ -94,8 +98,15 @@ impl AppState {
             terminals,
             commands: Arc::new(Registry::default()),
             interpreters,
+            browser,
             served: Arc::new(served),
         }
+    }
+
+    /// The same state with a browser run as `settings` say.
+    pub fn with_browser(mut self, settings: crate::browser::BrowserSettings) -> Self {
+        self.browser = browser_for(&self.engine, &self.env, settings);
+        self
     }
 
     /// The same state with these terminal settings and registered commands.
@@ -118,6 +129,17 @@ impl AppState {
     pub fn served(&self, endpoint: &Endpoint) -> bool {
         self.served.contains(endpoint.id)
     }
+}
+
+/// A browser held to the URL policy of the `browser_navigate` rule.
+fn browser_for(
+    engine: &PolicyEngine,
+    env: &Arc<ChildEnv>,
+    settings: crate::browser::BrowserSettings,
+) -> Arc<crate::browser::Browser> {
+    let rule = crate::endpoints::find("browser_navigate").map(|e| engine.rule(e));
+    let policy = rule.map(crate::policy::guards::UrlPolicy::from_rule).unwrap_or_default();
+    crate::browser::Browser::new(settings, Arc::clone(env), policy)
 }
 
 /// The router of the API port: one route per endpoint of the table.

@@ -8,7 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
+use super::{browser, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -55,6 +55,14 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "code_run" => bind(endpoint, code::code_run),
         "git_status" => bind(endpoint, code::git_status),
         "git_diff" => bind(endpoint, code::git_diff),
+        "browser_navigate" => bind(endpoint, browser::navigate),
+        "browser_screenshot" => bind(endpoint, browser::screenshot),
+        "browser_content" => bind(endpoint, browser::content),
+        "browser_click" => bind(endpoint, browser::click),
+        "browser_type" => bind(endpoint, browser::type_text),
+        "browser_evaluate" => bind(endpoint, browser::evaluate),
+        "browser_pdf" => bind(endpoint, browser::pdf),
+        "browser_console" => bind(endpoint, browser::console),
         _ => return None,
     };
     Some(route)
