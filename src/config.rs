@@ -171,6 +171,9 @@ pub struct ServeArgs {
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
+    /// Serve `GET /metrics` without credentials (a `locked` policy still switches it off) [default: false].
+    #[arg(long, env = "ABX_SERVER_METRICS_ANONYMOUS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_anonymous: Option<bool>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -232,6 +235,8 @@ pub struct FileConfig {
     pub browser_path: Option<String>,
     /// Seconds without browser calls before the browser is closed (0: never).
     pub browser_idle_timeout_seconds: Option<f64>,
+    /// Whether `GET /metrics` answers without credentials.
+    pub metrics_anonymous: Option<bool>,
 }
 
 /// Why a configuration cannot be used.
@@ -316,6 +321,8 @@ pub struct Config {
     pub code: CodeSettings,
     /// Whether uploads are `fdatasync`ed before they are put in place.
     pub sync_writes: bool,
+    /// Whether `GET /metrics` answers without credentials.
+    pub metrics_anonymous: bool,
     /// envd data-plane port (0 picks a free one); `None` when off.
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
@@ -420,6 +427,7 @@ impl Config {
             code_port: args.code_port.or(file.code_port).unwrap_or(PortSetting::Port(DEFAULT_CODE_PORT)).port(),
             code,
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
+            metrics_anonymous: args.metrics_anonymous.or(file.metrics_anonymous).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
             browser,
@@ -582,6 +590,7 @@ mod tests {
             "sync_writes",
             "browser_path",
             "browser_idle_timeout_seconds",
+            "metrics_anonymous",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

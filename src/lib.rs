@@ -33,6 +33,7 @@
 //!   the reference's JSON error body.
 //! - [`environment`]: the environment children start with (server's minus
 //!   secrets, plus `POST /env` overrides).
+//! - [`metrics`]: the Prometheus metrics the pipeline records (no HTTP).
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
@@ -98,6 +99,8 @@ pub mod fs;
 pub mod http;
 #[cfg(feature = "server")]
 pub mod logging;
+#[cfg(feature = "server")]
+pub mod metrics;
 #[cfg(feature = "server")]
 pub mod policy;
 #[cfg(feature = "server")]

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::endpoints::Port;
 use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
 use crate::http::envd::EnvdState;
@@ -162,6 +163,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .serving_pty(pty_addr.port())
         .with_browser(config.browser.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
+    state.metrics_anonymous = config.metrics_anonymous;
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
     let terminals = Arc::clone(&state.terminals);
     let browser = Arc::clone(&state.browser);
@@ -178,7 +180,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Arc::clone(&state.env),
         shutdown.clone(),
     );
-    let (code_addr, code) = match start_code(config, &engine, &interpreter, &shutdown).await? {
+    state.interpreter = Some(Arc::clone(&interpreter));
+    let (code_addr, code) = match start_code(config, &state, &interpreter, &shutdown).await? {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
@@ -186,6 +189,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
+    if code_addr.is_some() {
+        state = state.serving(Port::Code);
+    }
+    if envd_addr.is_some() {
+        state = state.serving(Port::Envd);
+    }
     let pty_router = http::pty::router(state.clone());
     let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
     announce("pty", pty_addr);
@@ -215,7 +224,7 @@ type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
 /// it); a configured one must be bound.
 async fn start_code(
     config: &Config,
-    engine: &Arc<PolicyEngine>,
+    state: &AppState,
     interpreter: &Arc<CodeInterpreter>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Listener>, StartError> {
@@ -224,8 +233,7 @@ async fn start_code(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let state =
-        CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let state = CodeState { app: state.clone(), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
     let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
     announce("code", addr);
     Ok(Some((addr, task)))
@@ -245,9 +253,8 @@ async fn start_envd(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let server_token = std::env::var(policy::TOKEN_ENV).ok();
     let scrollback = config.terminals.scrollback_bytes;
-    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let envd = Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback));
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("envd", addr);

@@ -48,12 +48,21 @@ async fn capabilities_describe_groups_identity_and_endpoints() {
         ("dev_tools", false),
         ("browser", false),
         ("agents", false),
+        ("envd", true),
+        ("code_interpreter", true),
     ];
     for (group, on) in expected_groups {
         assert_eq!(doc.groups[group], on, "{group}");
     }
     assert_eq!((doc.group_summary["agents"].enabled, doc.group_summary["agents"].total), (0, 70));
-    assert_eq!(doc.endpoints.len(), 120);
+    assert_eq!(
+        doc.endpoints.len(),
+        150,
+        "the reference's 116, 4 file extensions, /metrics, envd's 23, the code port's 6"
+    );
+    let stat = &doc.endpoints["envd_stat"];
+    assert_eq!((stat.group.as_str(), stat.path.as_str(), stat.allowed), ("envd", "/filesystem.Filesystem/Stat", true));
+    assert!(stat.paths.is_some(), "files_stat's path rules reach it");
     let health = &doc.endpoints["health"];
     assert!(health.enabled && health.allowed && health.scopes.is_empty());
     let code = &doc.endpoints["code_run"];

@@ -44,14 +44,7 @@ impl ApiError {
 
     /// 413 with the limit, for a body over `max_request_bytes`.
     pub fn payload_too_large(size: Option<u64>, limit: u64) -> Self {
-        let message = match size {
-            Some(size) => format!("Request body too large ({size} bytes); limit is {limit}"),
-            None => format!("Request body too large; limit is {limit}"),
-        };
-        let mut err =
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError").with_code("payload_too_large");
-        err.body.limit = Some(limit);
-        err
+        ApiError::from(Denial::PayloadTooLarge { size, limit })
     }
 
     /// 501 for an endpoint this build does not serve yet.
@@ -124,6 +117,7 @@ impl From<Denial> for ApiError {
         body.retry_after = denial.retry_after();
         match denial {
             Denial::EndpointDisabled { rule, .. } => body.rule = Some(rule),
+            Denial::PayloadTooLarge { limit, .. } => body.limit = Some(limit),
             Denial::MissingScope { identity, scope, endpoint } => {
                 body.scope = Some(scope);
                 body.identity = Some(identity);

@@ -40,7 +40,10 @@ def test_health_is_false_when_nothing_listens(server):
 def test_discover_reports_the_reference_groups_and_endpoint_states(server):
     caps = server.client().discover_sync()
     assert caps.api_version == 2
-    assert caps.groups == REFERENCE_GROUPS
+    # The reference's groups unchanged, and this server's other ports in groups of their own.
+    assert caps.groups == {**REFERENCE_GROUPS, "envd": True, "code_interpreter": True}
+    assert caps.can("envd_stat") and caps.info("envd_stat").group == "envd"
+    assert caps.info("code_execute").scopes == ["process:run"]
     assert caps.group_summary["agents"] == {"enabled": 0, "total": 70}
     assert caps.group_summary["file_ops"]["total"] == 14
     assert caps.identity_id == "server"
