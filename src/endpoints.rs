@@ -114,6 +114,17 @@ impl Port {
             Port::Code => "code",
         }
     }
+
+    /// The port number the listener binds unless configured otherwise: the
+    /// reference server's and the protocols' own (`config` and the client use it).
+    pub const fn default_number(self) -> u16 {
+        match self {
+            Port::Api => 9000,
+            Port::Pty => 9001,
+            Port::Envd => 49983,
+            Port::Code => 49999,
+        }
+    }
 }
 
 /// What a signed envd `/files` URL may do: the operation its signature names.
@@ -264,19 +275,6 @@ policy_keys! {
         /// Refuse private network addresses in the browser.
         BlockPrivateNetworks = "block_private_networks",
     }
-}
-
-/// The port each listener binds unless configured otherwise: the reference
-/// server's and the protocols' own (`config` and the client both use them).
-pub mod default_ports {
-    /// The HTTP API.
-    pub const API: u16 = 9000;
-    /// The terminal WebSocket.
-    pub const PTY: u16 = 9001;
-    /// The code-interpreter protocol.
-    pub const CODE: u16 = 49999;
-    /// envd's protocol.
-    pub const ENVD: u16 = 49983;
 }
 
 /// Limits every endpoint accepts.

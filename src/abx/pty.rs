@@ -93,7 +93,7 @@ fn default_pty_base(api: &str) -> String {
         Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or(v6)),
         None => authority.split(':').next().unwrap_or(authority).to_string(),
     };
-    format!("ws://{host}:{}", crate::endpoints::default_ports::PTY)
+    format!("ws://{host}:{}", crate::endpoints::Port::Pty.default_number())
 }
 
 /// The local terminal's size, or 80x24.

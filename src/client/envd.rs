@@ -7,11 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use reqwest::Method;
-
 use super::transport::{Credentials, Transport};
 use super::{Client, ClientError};
 use crate::api::envd::http::{InitRequest, Metrics};
+use crate::endpoints::Port;
 
 impl Client {
     /// A client of the envd port at `url`, with this client's credentials
@@ -24,7 +23,7 @@ impl Client {
     /// # Ok::<(), agent_sandbox_server::client::ClientError>(())
     /// ```
     pub fn envd(&self, url: &str) -> EnvdClient {
-        EnvdClient { transport: self.transport.at(url) }
+        EnvdClient { transport: self.transport.at(Port::Envd, url) }
     }
 }
 
@@ -82,9 +81,8 @@ impl EnvdClient {
     /// # Ok(()) }
     /// ```
     pub async fn health(&self) -> Result<bool, ClientError> {
-        let build = || self.transport.request(Method::GET, "/health");
-        let response = self.transport.bounded(self.transport.send(true, build)).await?;
-        Ok(response.status() == reqwest::StatusCode::NO_CONTENT)
+        let status = self.transport.call_empty("envd_health", &[], None::<&()>).await?;
+        Ok(status == reqwest::StatusCode::NO_CONTENT)
     }
 
     /// `POST /init`: variables for every later process, the access token,
@@ -106,14 +104,7 @@ impl EnvdClient {
     /// # Ok(()) }
     /// ```
     pub async fn init(&self, request: &InitRequest) -> Result<(), ClientError> {
-        let body = serde_json::to_vec(request).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let build = || {
-            self.transport
-                .request(Method::POST, "/init")
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone())
-        };
-        self.transport.bounded(self.transport.send(true, build)).await.map(drop)
+        self.transport.call_empty("envd_init", &[], Some(request)).await.map(drop)
     }
 
     /// `GET /envs`: the variables `/init` set.
@@ -128,7 +119,7 @@ impl EnvdClient {
     /// # Ok(()) }
     /// ```
     pub async fn envs(&self) -> Result<BTreeMap<String, String>, ClientError> {
-        self.transport.json(true, || self.transport.request(Method::GET, "/envs"), None::<&()>).await
+        self.transport.call("envd_envs", &[], &[], None::<&()>).await
     }
 
     /// `GET /metrics`: CPU, memory and disk use, as envd reports them.
@@ -143,6 +134,6 @@ impl EnvdClient {
     /// # Ok(()) }
     /// ```
     pub async fn metrics(&self) -> Result<Metrics, ClientError> {
-        self.transport.json(true, || self.transport.request(Method::GET, "/metrics"), None::<&()>).await
+        self.transport.call("envd_metrics", &[], &[], None::<&()>).await
     }
 }

@@ -61,8 +61,8 @@ pub enum ClientError {
     /// The token cannot be sent in a header.
     #[error("the token contains characters that cannot be sent in a header")]
     InvalidToken,
-    /// No endpoint has this id.
-    #[error("unknown endpoint '{0}'")]
+    /// No endpoint has this id on this client's port.
+    #[error("no endpoint '{0}' on this client's port")]
     UnknownEndpoint(String),
     /// The terminal WebSocket could not be opened or broke.
     #[error("terminal connection: {0}")]

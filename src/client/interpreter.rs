@@ -7,12 +7,12 @@
 //! [`CodeClient::restart_context`] starts a fresh interpreter.
 
 use futures_util::StreamExt;
-use reqwest::Method;
 
 use super::transport::Transport;
 use super::{Client, ClientError};
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, ExecutionResult, OutputLine};
 use crate::codec::base64;
+use crate::endpoints::Port;
 
 /// Longest NDJSON line accepted from the code port.
 const MAX_LINE_BYTES: usize = 128 * 1024 * 1024;
@@ -30,7 +30,7 @@ impl Client {
     /// # Ok::<(), agent_sandbox_server::client::ClientError>(())
     /// ```
     pub fn code_interpreter(&self, url: &str) -> CodeClient {
-        CodeClient { transport: self.transport.at(url) }
+        CodeClient { transport: self.transport.at(Port::Code, url) }
     }
 }
 
@@ -74,8 +74,7 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn health(&self) -> Result<bool, ClientError> {
-        let answer: String =
-            self.transport.json(true, || self.transport.request(Method::GET, "/health"), None::<&()>).await?;
+        let answer: String = self.transport.call("code_health", &[], &[], None::<&()>).await?;
         Ok(answer == "OK")
     }
 
@@ -97,14 +96,7 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn execute(&self, request: &ExecuteRequest) -> Result<ExecutionStream, ClientError> {
-        let body = serde_json::to_vec(request).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let build = || {
-            self.transport
-                .request(Method::POST, "/execute")
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone())
-        };
-        let response = self.transport.start_stream(false, build).await?;
+        let response = self.transport.open("code_execute", &[], &[], Some(request)).await?;
         Ok(ExecutionStream { response, buffer: Vec::new(), done: false, deadline: self.transport.deadline })
     }
 
@@ -139,7 +131,7 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn create_context(&self, request: &CreateContextRequest) -> Result<ContextInfo, ClientError> {
-        self.transport.json(false, || self.transport.request(Method::POST, "/contexts"), Some(request)).await
+        self.transport.call("code_contexts_create", &[], &[], Some(request)).await
     }
 
     /// `GET /contexts`: the live contexts.
@@ -155,7 +147,7 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn list_contexts(&self) -> Result<Vec<ContextInfo>, ClientError> {
-        self.transport.json(true, || self.transport.request(Method::GET, "/contexts"), None::<&()>).await
+        self.transport.call("code_contexts_list", &[], &[], None::<&()>).await
     }
 
     /// `POST /contexts/{id}/restart`: a fresh interpreter in the same working directory.
@@ -169,8 +161,7 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn restart_context(&self, id: &str) -> Result<(), ClientError> {
-        let path = format!("/contexts/{}/restart", encode(id));
-        self.empty(false, Method::POST, &path).await
+        self.transport.call_empty("code_contexts_restart", &[("id", id)], None::<&()>).await.map(drop)
     }
 
     /// `DELETE /contexts/{id}`: ends the context's interpreter.
@@ -184,19 +175,8 @@ impl CodeClient {
     /// # Ok(()) }
     /// ```
     pub async fn delete_context(&self, id: &str) -> Result<(), ClientError> {
-        let path = format!("/contexts/{}", encode(id));
-        self.empty(false, Method::DELETE, &path).await
+        self.transport.call_empty("code_contexts_delete", &[("id", id)], None::<&()>).await.map(drop)
     }
-
-    /// A call whose successful answer has no body worth reading.
-    async fn empty(&self, idempotent: bool, method: Method, path: &str) -> Result<(), ClientError> {
-        let build = || self.transport.request(method.clone(), path);
-        self.transport.bounded(async { self.transport.send(idempotent, build).await.map(drop) }).await
-    }
-}
-
-fn encode(segment: &str) -> String {
-    form_urlencoded::byte_serialize(segment.as_bytes()).collect()
 }
 
 /// The lines of one execution, as they arrive; dropping it interrupts the execution.

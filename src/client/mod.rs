@@ -79,7 +79,7 @@ pub use self::retry::RetryPolicy;
 use self::transport::{Credentials, Transport};
 pub use crate::api::ErrorCode;
 use crate::api::{Capabilities, CheckRequest, Decision, Health};
-use crate::endpoints::{self, Endpoint, Method};
+use crate::endpoints::Port;
 
 /// Builds a [`Client`].
 ///
@@ -212,6 +212,7 @@ impl ClientBuilder {
         };
         let transport = Transport {
             http,
+            port: Port::Api,
             base_url: self.base_url.trim_end_matches('/').into(),
             credentials,
             timeout: self.timeout,
@@ -384,13 +385,14 @@ impl Client {
     /// sent as it is (no timeout, deadline or retry).
     ///
     /// # Errors
-    /// [`ClientError::UnknownEndpoint`] for an id the table does not know.
+    /// [`ClientError::UnknownEndpoint`] for an id the table does not know on the API port.
     ///
     /// ```
     /// let client = agent_sandbox_server::client::Client::builder("http://127.0.0.1:9000").build()?;
     /// let request = client.request("process_detail", &[("pid", "42")], &[])?.build().unwrap();
     /// assert_eq!(request.url().as_str(), "http://127.0.0.1:9000/process/42");
     /// assert!(client.request("no_such_endpoint", &[], &[]).is_err());
+    /// assert!(client.request("code_execute", &[], &[]).is_err(), "the code port's: see code_interpreter()");
     /// # Ok::<(), agent_sandbox_server::client::ClientError>(())
     /// ```
     pub fn request(
@@ -399,8 +401,7 @@ impl Client {
         params: &[(&str, &str)],
         query: &[(&str, String)],
     ) -> Result<reqwest::RequestBuilder, ClientError> {
-        let endpoint = find(id)?;
-        Ok(self.build(endpoint, params, query))
+        Ok(self.transport.build(self.transport.endpoint(id)?, params, query))
     }
 
     /// Calls endpoint `id` with an optional JSON body and decodes the JSON
@@ -426,8 +427,7 @@ impl Client {
         B: Serialize + ?Sized,
         T: DeserializeOwned,
     {
-        let endpoint = find(id)?;
-        self.transport.json(idempotent(endpoint), || self.build(endpoint, params, query), body).await
+        self.transport.call(id, params, query, body).await
     }
 
     /// Starts a call of endpoint `id` whose answer is a stream; the per-call
@@ -439,57 +439,13 @@ impl Client {
         query: &[(&str, String)],
         body: Option<&serde_json::Value>,
     ) -> Result<reqwest::Response, ClientError> {
-        let endpoint = find(id)?;
-        let build = || {
-            let request = self.build(endpoint, params, query);
-            match body {
-                Some(body) => request.json(body),
-                None => request,
-            }
-        };
-        self.transport.start_stream(idempotent(endpoint), build).await
+        self.transport.open(id, params, query, body).await
     }
-
-    fn build(&self, endpoint: &Endpoint, params: &[(&str, &str)], query: &[(&str, String)]) -> reqwest::RequestBuilder {
-        let mut path = endpoint.path.to_string();
-        for (name, value) in params {
-            let encoded: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
-            path = path.replace(&format!("{{{name}}}"), &encoded);
-        }
-        let method = match endpoint.method {
-            Method::Get | Method::Ws => reqwest::Method::GET,
-            Method::Post => reqwest::Method::POST,
-            Method::Put => reqwest::Method::PUT,
-            Method::Delete => reqwest::Method::DELETE,
-            Method::Head => reqwest::Method::HEAD,
-        };
-        let request = self.transport.request(method, &path);
-        if query.is_empty() {
-            request
-        } else {
-            request.query(query)
-        }
-    }
-}
-
-/// The endpoint `id`.
-fn find(id: &str) -> Result<&'static Endpoint, ClientError> {
-    endpoints::find(id).ok_or_else(|| ClientError::UnknownEndpoint(id.to_string()))
-}
-
-/// Whether repeating a call of `endpoint` is harmless: reads (`GET`,
-/// `HEAD`) and calls whose every scope is a `:read` one (`files_search`,
-/// `capabilities_check`, `files_archive`).
-fn idempotent(endpoint: &Endpoint) -> bool {
-    matches!(endpoint.method, Method::Get | Method::Head)
-        || (!endpoint.scopes.is_empty() && endpoint.scopes.iter().all(|s| s.ends_with(":read")))
 }
 
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-
-    use super::*;
 
     /// Every public item of the client (functions, types, constants) has an
     /// example in its documentation; doc tests compile (and, where they need
@@ -532,13 +488,5 @@ mod tests {
         }
         assert!(items > 60, "the scan found the client's items ({items})");
         assert!(missing.is_empty(), "public items without an example:\n{}", missing.join("\n"));
-    }
-
-    #[test]
-    fn reads_are_idempotent_and_writes_are_not() {
-        let of = |id| idempotent(find(id).expect("known"));
-        assert!(of("files_stat") && of("files_search") && of("capabilities_check") && of("process_output"));
-        assert!(!of("shell") && !of("files_upload_stream") && !of("files_delete") && !of("process_signal"));
-        assert!(!of("env_set") && !of("run_command") && !of("pty_create_session"));
     }
 }

@@ -150,7 +150,8 @@ pub fn pty_url(pty_base: &str, id: &str) -> String {
     let base = pty_base.trim_end_matches('/');
     let base = base.strip_prefix("http://").map(|rest| format!("ws://{rest}")).unwrap_or_else(|| base.to_string());
     let id: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
-    format!("{base}/pty?session_id={id}")
+    let path = crate::endpoints::find("pty_connect").map_or("/pty", |e| e.path);
+    format!("{base}{path}?session_id={id}")
 }
 
 /// A WebSocket attached to a terminal session.

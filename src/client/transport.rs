@@ -4,7 +4,9 @@
 //!
 //! [`Client`](super::Client), [`CodeClient`](super::CodeClient) and
 //! [`EnvdClient`](super::EnvdClient) each hold a [`Transport`] to their port;
-//! clones share the pool (`reqwest::Client` is a handle to it).
+//! clones share the pool (`reqwest::Client` is a handle to it). A call names
+//! an endpoint id: its port, method and path come from the endpoint table,
+//! and whether repeating it is safe from its method and scopes.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use tokio::time::Instant;
 
 use super::{ClientError, RetryPolicy};
 use crate::api::ErrorBody;
+use crate::endpoints::{self, Endpoint, Method, Port};
 
 /// Error bodies longer than this are cut (they are a line of JSON or text).
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -59,6 +62,7 @@ impl std::fmt::Debug for Credentials {
 #[derive(Debug, Clone)]
 pub(crate) struct Transport {
     pub(crate) http: reqwest::Client,
+    pub(crate) port: Port,
     pub(crate) base_url: Arc<str>,
     pub(crate) credentials: Option<Arc<Credentials>>,
     pub(crate) timeout: Option<Duration>,
@@ -67,23 +71,106 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    /// The same settings and pool, for the port at `base_url`.
-    pub(crate) fn at(&self, base_url: &str) -> Transport {
-        Transport { base_url: base_url.trim_end_matches('/').into(), ..self.clone() }
+    /// The same settings and pool, for `port` at `base_url`.
+    pub(crate) fn at(&self, port: Port, base_url: &str) -> Transport {
+        Transport { port, base_url: base_url.trim_end_matches('/').into(), ..self.clone() }
     }
 
-    /// `base_url` + `path`.
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base_url)
+    /// The endpoint `id` of this transport's port.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownEndpoint`] for an id the table does not know on this port.
+    pub(crate) fn endpoint(&self, id: &str) -> Result<&'static Endpoint, ClientError> {
+        endpoints::find(id).filter(|e| e.port == self.port).ok_or_else(|| ClientError::UnknownEndpoint(id.to_string()))
     }
 
-    /// A request with the credentials.
-    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+    /// The request for `endpoint`, with the credentials: `{param}`s filled
+    /// from `params`, the query from `query`.
+    pub(crate) fn build(
+        &self,
+        endpoint: &Endpoint,
+        params: &[(&str, &str)],
+        query: &[(&str, String)],
+    ) -> RequestBuilder {
+        let mut path = endpoint.path.to_string();
+        for (name, value) in params {
+            let encoded: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
+            path = path.replace(&format!("{{{name}}}"), &encoded);
+        }
+        let method = match endpoint.method {
+            Method::Get | Method::Ws => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Delete => reqwest::Method::DELETE,
+            Method::Head => reqwest::Method::HEAD,
+        };
         let mut headers = HeaderMap::new();
         if let Some(credentials) = &self.credentials {
             credentials.apply(&mut headers);
         }
-        self.http.request(method, self.url(path)).headers(headers)
+        let request = self.http.request(method, format!("{}{path}", self.base_url)).headers(headers);
+        if query.is_empty() {
+            request
+        } else {
+            request.query(query)
+        }
+    }
+
+    /// Calls endpoint `id` with an optional JSON body and decodes its JSON
+    /// answer, within the budget, retried where safe.
+    ///
+    /// # Errors
+    /// Transport errors, error answers, timeouts and undecodable answers.
+    pub(crate) async fn call<B, T>(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> Result<T, ClientError>
+    where
+        B: Serialize + ?Sized,
+        T: DeserializeOwned,
+    {
+        let endpoint = self.endpoint(id)?;
+        let body = json_body(body)?;
+        let build = || with_body(self.build(endpoint, params, query), body.as_ref());
+        self.bounded(async { decode(self.send(idempotent(endpoint), build).await?).await }).await
+    }
+
+    /// Calls endpoint `id` and reads nothing of its successful answer.
+    ///
+    /// # Errors
+    /// As [`Transport::call`].
+    pub(crate) async fn call_empty<B: Serialize + ?Sized>(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<reqwest::StatusCode, ClientError> {
+        let endpoint = self.endpoint(id)?;
+        let body = json_body(body)?;
+        let build = || with_body(self.build(endpoint, params, &[]), body.as_ref());
+        self.bounded(async { self.send(idempotent(endpoint), build).await.map(|r| r.status()) }).await
+    }
+
+    /// Starts a call of endpoint `id` whose answer is a stream: the
+    /// per-call timeout bounds its start (the answer's head); the deadline
+    /// bounds the stream too (see [`Transport::until_deadline`]).
+    ///
+    /// # Errors
+    /// As [`Transport::send`], and [`ClientError::Timeout`].
+    pub(crate) async fn open<B: Serialize + ?Sized>(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> Result<Response, ClientError> {
+        let endpoint = self.endpoint(id)?;
+        let body = json_body(body)?;
+        let build = || with_body(self.build(endpoint, params, query), body.as_ref());
+        self.bounded(self.send(idempotent(endpoint), build)).await
     }
 
     /// The time one call may take: the per-call timeout, cut by the deadline.
@@ -146,46 +233,6 @@ impl Transport {
         }
     }
 
-    /// Sends a JSON call (`body` serialised once, re-sent on retries) and
-    /// decodes its JSON answer, all within the call's budget.
-    ///
-    /// # Errors
-    /// Transport errors, error answers, timeouts and undecodable answers.
-    pub(crate) async fn json<B, T>(
-        &self,
-        idempotent: bool,
-        build: impl Fn() -> RequestBuilder,
-        body: Option<&B>,
-    ) -> Result<T, ClientError>
-    where
-        B: Serialize + ?Sized,
-        T: DeserializeOwned,
-    {
-        let body = body
-            .map(|b| serde_json::to_vec(b).map(Bytes::from))
-            .transpose()
-            .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
-        let build = || match &body {
-            Some(body) => build().header(CONTENT_TYPE, "application/json").body(body.clone()),
-            None => build(),
-        };
-        self.bounded(async { decode(self.send(idempotent, build).await?).await }).await
-    }
-
-    /// Sends a request whose answer is a stream: the per-call timeout
-    /// bounds its start (the answer's head); the deadline bounds the
-    /// stream too (see [`Transport::until_deadline`]).
-    ///
-    /// # Errors
-    /// As [`Transport::send`], and [`ClientError::Timeout`].
-    pub(crate) async fn start_stream(
-        &self,
-        idempotent: bool,
-        build: impl Fn() -> RequestBuilder,
-    ) -> Result<Response, ClientError> {
-        self.bounded(self.send(idempotent, build)).await
-    }
-
     /// `stream`, ended by a [`ClientError::Timeout`] item when the deadline passes.
     pub(crate) fn until_deadline<S, T>(&self, stream: S) -> BoxStream<'static, Result<T, ClientError>>
     where
@@ -208,6 +255,28 @@ impl Transport {
         })
         .boxed()
     }
+}
+
+/// `body` as JSON, serialised once (re-sent as it is on retries).
+fn json_body<B: Serialize + ?Sized>(body: Option<&B>) -> Result<Option<Bytes>, ClientError> {
+    body.map(|b| serde_json::to_vec(b).map(Bytes::from))
+        .transpose()
+        .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))
+}
+
+fn with_body(request: RequestBuilder, body: Option<&Bytes>) -> RequestBuilder {
+    match body {
+        Some(body) => request.header(CONTENT_TYPE, "application/json").body(body.clone()),
+        None => request,
+    }
+}
+
+/// Whether repeating a call of `endpoint` is harmless: reads (`GET`,
+/// `HEAD`) and calls whose every scope is a `:read` one (`files_search`,
+/// `capabilities_check`, `files_archive`).
+pub(crate) fn idempotent(endpoint: &Endpoint) -> bool {
+    matches!(endpoint.method, Method::Get | Method::Head)
+        || (!endpoint.scopes.is_empty() && endpoint.scopes.iter().all(|s| s.ends_with(":read")))
 }
 
 /// Whether `err` may be retried: connection refused (nothing was sent) and
@@ -340,10 +409,20 @@ mod tests {
         assert!(!may_retry(&ClientError::Timeout(Duration::ZERO), true));
     }
 
+    #[test]
+    fn reads_are_idempotent_and_writes_are_not() {
+        let of = |id| idempotent(endpoints::find(id).expect("known"));
+        assert!(of("files_stat") && of("files_search") && of("capabilities_check") && of("process_output"));
+        assert!(of("code_contexts_list") && of("envd_envs") && of("envd_health"));
+        assert!(!of("shell") && !of("files_upload_stream") && !of("files_delete") && !of("process_signal"));
+        assert!(!of("env_set") && !of("run_command") && !of("pty_create_session") && !of("code_execute"));
+    }
+
     #[tokio::test]
     async fn a_passed_deadline_fails_at_once() {
         let transport = Transport {
             http: reqwest::Client::new(),
+            port: Port::Api,
             base_url: "http://127.0.0.1:9".into(),
             credentials: None,
             timeout: Some(Duration::from_secs(60)),
