@@ -155,6 +155,15 @@ error_codes! {
     RateLimited = "rate_limited",
     /// Too many requests at once; retry after `retry_after` seconds (429).
     ConcurrencyLimited = "concurrency_limited",
+    /// Too many failed authentications from this address; credentials are not
+    /// checked again for `retry_after` seconds (429).
+    AuthThrottled = "auth_throttled",
+    /// A signed envd `/files` URL's signature is malformed or wrong (401).
+    InvalidSignature = "invalid_signature",
+    /// A signed envd `/files` URL's signature has expired (401).
+    SignatureExpired = "signature_expired",
+    /// The `Content-Length` header cannot be read (400).
+    InvalidContentLength = "invalid_content_length",
     /// A query parameter was given more than once (400).
     DuplicateParameter = "duplicate_parameter",
     /// The path exists with another method (405).
@@ -381,6 +390,7 @@ mod tests {
             "DENIED: &str",
             "Refusal::new(",
             "unavailable(",
+            "unauthorized(",
         ];
         let is_code = |literal: &str| {
             !literal.is_empty()
