@@ -155,6 +155,9 @@ error_codes! {
     RateLimited = "rate_limited",
     /// Too many requests at once; retry after `retry_after` seconds (429).
     ConcurrencyLimited = "concurrency_limited",
+    /// The port holds as many connections as it may; this one was closed
+    /// unread, after `Retry-After` (503).
+    ConnectionLimit = "connection_limit",
     /// Too many failed authentications from this address; credentials are not
     /// checked again for `retry_after` seconds (429).
     AuthThrottled = "auth_throttled",
@@ -200,6 +203,8 @@ error_codes! {
     NotADirectory = "not_a_directory",
     /// The disk or the quota is full; nothing was written (507).
     InsufficientStorage = "insufficient_storage",
+    /// Too many watches are open, or the system's inotify resources are used up (429).
+    WatchLimit = "watch_limit",
     /// No resumable upload is in progress for the path (404).
     UploadNotFound = "upload_not_found",
     /// A resumable upload continued from the wrong offset (409).
@@ -310,17 +315,20 @@ impl ErrorCode {
         )
     }
 
-    /// Whether the admission pipeline refused the request for load, before
-    /// any handler ran: retrying later is safe for every endpoint.
+    /// Whether the daemon refused the request for load before reading it or
+    /// before any handler ran (the admission pipeline's rate and concurrency
+    /// limits, a port's connection limit): retrying later is safe for every
+    /// endpoint.
     ///
     /// ```
     /// use agent_sandbox_server::api::error::ErrorCode;
     ///
     /// assert!(ErrorCode::ConcurrencyLimited.is_rate_limit());
+    /// assert!(ErrorCode::ConnectionLimit.is_rate_limit());
     /// assert!(!ErrorCode::ProcessLimit.is_rate_limit());
     /// ```
     pub fn is_rate_limit(&self) -> bool {
-        matches!(self, ErrorCode::RateLimited | ErrorCode::ConcurrencyLimited)
+        matches!(self, ErrorCode::RateLimited | ErrorCode::ConcurrencyLimited | ErrorCode::ConnectionLimit)
     }
 }
 

@@ -280,15 +280,15 @@ pub(crate) fn idempotent(endpoint: &Endpoint) -> bool {
 }
 
 /// Whether `err` may be retried: connection refused (nothing was sent) and
-/// load shedding by the admission pipeline (the handler never ran) for any
-/// call; transport failures and 502/503/504 for idempotent calls only.
+/// load shedding (the admission pipeline's 429s, the listener's 503
+/// `connection_limit`: the handler never ran) for any call; transport failures and 502/503/504 for idempotent calls only.
 /// Never `auth_throttled`: it follows failed authentications, which the
 /// same credentials would repeat.
 fn may_retry(err: &ClientError, idempotent: bool) -> bool {
     match err {
         ClientError::Transport(e) => e.is_connect() || idempotent,
         ClientError::Api { code: Some(ErrorCode::AuthThrottled), .. } => false,
-        ClientError::Api { code: Some(code), status: 429, .. } if code.is_rate_limit() => true,
+        ClientError::Api { code: Some(code), status: 429 | 503, .. } if code.is_rate_limit() => true,
         ClientError::Api { status, .. } => idempotent && matches!(status, 429 | 502 | 503 | 504),
         _ => false,
     }
@@ -405,6 +405,7 @@ mod tests {
     fn only_calls_that_are_safe_to_repeat_are_retried() {
         let answer = |status, code: &str| ClientError::api(status, ErrorBody::new("x", "X").with_code(code));
         assert!(may_retry(&answer(429, "rate_limited"), false), "shed before any handler ran");
+        assert!(may_retry(&answer(503, "connection_limit"), false), "closed unread");
         assert!(!may_retry(&answer(429, "process_limit"), false));
         assert!(!may_retry(&answer(429, "auth_throttled"), true), "the credentials failed; they would again");
         assert!(may_retry(&answer(503, "internal"), true));
