@@ -129,7 +129,7 @@ fn info(guard: &PathGuard, path: &Path, st: &Stat, uid: u32, gid: u32, names: &m
         modified_time: Some(timestamp(st.modified.secs, u32::try_from(st.modified.nanos).unwrap_or(0))),
         is_symlink: st.kind == Kind::Symlink,
         symlink_target,
-        ..EntryInfo::default()
+        metadata: super::metadata::read(path),
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`access`]: the user a request acts as (its tokens and signed URLs
 //!   are the policy engine's, [`crate::policy::signed`]).
 //! - [`entry`]: envd's `EntryInfo` and listings to a depth.
+//! - [`metadata`]: user metadata of files (`user.e2b.*` extended attributes).
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
 //! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
 //! - [`watchers`]: `WatchDir` events and the polled watchers of
@@ -18,6 +19,7 @@ pub mod access;
 pub mod entry;
 pub mod events;
 pub mod filesystem;
+pub mod metadata;
 pub mod processes;
 pub mod watchers;
 
