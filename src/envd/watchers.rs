@@ -191,7 +191,19 @@ impl Queue {
         if self.ended {
             return;
         }
-        for output in self.watch.poll() {
+        let outputs = self.watch.poll();
+        // A rename is the old name's `RENAME` and the new one's `CREATE` (as envd), not also a `REMOVE`.
+        let renamed: Vec<String> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                watch::Output::Change(c) if c.kind == "created" => c.old_path.clone(),
+                _ => None,
+            })
+            .collect();
+        for output in outputs {
+            if matches!(&output, watch::Output::Change(c) if c.kind == "deleted" && renamed.contains(&c.path)) {
+                continue;
+            }
             for item in translate(&self.guard, &self.target, output, self.options) {
                 match item {
                     Item::Event(event) => {
