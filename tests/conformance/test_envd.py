@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import pwd
 import time
 
 import httpx
@@ -269,8 +267,7 @@ def test_run_reports_stdout_stderr_exit_code_env_and_cwd(sandbox):
     with pytest.raises(sdk_of(sbx).CommandExitException) as failed:
         sbx.commands.run("echo partial; exit 3")
     assert (failed.value.exit_code, failed.value.stdout) == (3, "partial\n")
-    home = pwd.getpwuid(os.geteuid()).pw_dir
-    assert sbx.commands.run("pwd").stdout == f"{home}\n", "the user's home by default (as envd)"
+    assert sbx.commands.run("pwd").stdout == f"{srv.base.parent}\n", "the user's home (its HOME) by default, as envd"
 
 
 def test_a_timeout_raises_the_sdk_error_and_kills_the_command(sandbox):

@@ -83,10 +83,15 @@ pub async fn start(call: Call) -> Response {
         let spec = state
             .blocking_as(&grant, move |account| {
                 // As envd: the account's home, login variables and PATH, unless the request says otherwise.
-                let account = match account {
+                let mut account = match account {
                     Some(account) => account,
                     None => crate::envd::access::own()?,
                 };
+                if !account.is_other() {
+                    // The server's own user: its environment says where home and the shell are.
+                    account.home = env.get("HOME").map_or(account.home, Into::into);
+                    account.shell = env.get("SHELL").map_or(account.shell, Into::into);
+                }
                 let cwd = envd.workdir(requested_cwd.as_deref(), &account, &base)?;
                 let request = ExecRequest {
                     command: command_line(&argv),
