@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{end_event, from_shell, pipe_events, terminal_events};
+use super::events::{end_event, pipe_events, terminal_events};
 use super::EnvdError;
 use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use crate::policy::Viewer;
@@ -436,7 +436,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             let exited = async {
                 loop {
                     if let Update::Exited(exit) = watcher.next().await {
-                        return from_shell(exit);
+                        return exit;
                     }
                 }
             };

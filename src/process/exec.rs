@@ -65,6 +65,11 @@ impl ExecSpec {
         self.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok())
     }
 
+    /// How the supervisor sets the child up (the user it runs as).
+    pub fn spawn_options(&self) -> super::SpawnOptions {
+        super::SpawnOptions { credentials: self.credentials.clone(), ..super::SpawnOptions::default() }
+    }
+
     /// A std command for this spec with the given stdio (spawn it through the supervisor).
     pub fn command(&self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Command {
         use std::os::unix::process::CommandExt;

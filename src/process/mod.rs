@@ -5,6 +5,9 @@
 //!   subsystem that starts a program (shells, terminals, kernels, registered
 //!   commands) spawns through [`reaper::supervisor`].
 //! - [`exec`]: from a request to a command that passed the policy.
+//! - [`runner`]: the one bounded runner (output limits, time limit, the
+//!   exit of the program ends the run) and the one kill guard; used by
+//!   `/shell`, registered commands, `/code/run`, git and system probes.
 //! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
 //! - [`table`]: background processes (`/process/*`): stdin, signals, and
 //!   bounded, cursor-addressable output.
@@ -17,6 +20,7 @@ pub mod exec;
 pub mod output;
 pub mod reaper;
 pub mod run;
+pub mod runner;
 pub mod split;
 pub mod table;
 
@@ -123,8 +127,7 @@ pub fn format_g(value: f64) -> String {
 /// [`ProcessError::Spawn`] when the program cannot be started.
 pub fn spawn(spec: &ExecSpec, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, ProcessError> {
     let command = spec.command(stdin, stdout, stderr);
-    let options = SpawnOptions { credentials: spec.credentials.clone(), ..SpawnOptions::default() };
-    supervisor().spawn(command, options).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
+    supervisor().spawn(command, spec.spawn_options()).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
 }
 
 /// A child's stdout or stderr pipe (as `Stdio::piped` made it) as a

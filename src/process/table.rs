@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::output::{Capture, Stream, Utf8Chunker};
 use super::reaper::SignalError;
-use super::run::KILL_GRACE;
+use super::runner::KILL_GRACE;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
 use crate::policy::Viewer;

@@ -23,8 +23,9 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::scrollback::{Scrollback, Utf8Decoder};
-use super::spawn::{ExitFuture, ShellExit, SpawnedShell};
+use super::spawn::{ExitFuture, SpawnedShell};
 use crate::api::PtySessionInfo;
+use crate::process::ExitStatus;
 use crate::process::Job;
 
 /// How long an attached connection may leave output unread before the shell stops waiting for it.
@@ -46,7 +47,7 @@ pub struct Session {
     output: Mutex<Output>,
     data: watch::Sender<u64>,
     space: Notify,
-    exit: watch::Sender<Option<ShellExit>>,
+    exit: watch::Sender<Option<ExitStatus>>,
     closed: CancellationToken,
 }
 
@@ -131,7 +132,7 @@ impl Session {
     }
 
     /// How the shell exited, once it has.
-    pub fn exit_status(&self) -> Option<ShellExit> {
+    pub fn exit_status(&self) -> Option<ExitStatus> {
         *self.exit.borrow()
     }
 
@@ -152,7 +153,7 @@ impl Session {
             cols: state.cols,
             rows: state.rows,
             alive: exit.is_none(),
-            exit_code: exit.map(ShellExit::code),
+            exit_code: exit.map(ExitStatus::code),
             shell: self.shell.clone(),
             attached: state.attached,
         }
@@ -364,7 +365,7 @@ pub enum Update {
         skipped: u64,
     },
     /// The shell exited and everything it wrote was delivered.
-    Exited(ShellExit),
+    Exited(ExitStatus),
 }
 
 /// One connection's view of a session's output.
@@ -373,7 +374,7 @@ pub struct Attachment {
     id: u64,
     decoder: Utf8Decoder,
     data: watch::Receiver<u64>,
-    exit: watch::Receiver<Option<ShellExit>>,
+    exit: watch::Receiver<Option<ExitStatus>>,
     done: bool,
     holds: bool,
 }
