@@ -27,7 +27,7 @@ use crate::api::process::{
 use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{owner, Grant, LimitValue, Viewer};
-use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
 use crate::python;
 
@@ -95,7 +95,7 @@ pub async fn shell(
 ) -> Result<Json<ShellResult>, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let _slot = app.processes.reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
+    let _slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(&app, &grant, request, ExecKind::Shell).await?;
     let result = run::run(spec, limit_usize(&grant, Limit::MaxOutputBytes)).await.map_err(|e| e.into_api(id))?;
     Ok(Json(result))
@@ -113,7 +113,7 @@ pub async fn shell_stream(
 ) -> Result<impl IntoResponse, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let slot = app.processes.reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
+    let slot = app.processes.registry().reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
     let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
     let events = run::stream(spec, max_output, app.shutdown.clone(), move || drop(slot));
@@ -131,7 +131,7 @@ pub async fn start(
 ) -> Result<Json<Started>, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-    let slot = app.processes.reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
+    let slot = app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
     let (capture, stdin) = (request.capture_output, request.stdin);
     let spec = prepared(&app, &grant, request, ExecKind::Start).await?;
     let max_output = limit_usize(&grant, Limit::MaxOutputBytes);

@@ -9,8 +9,10 @@
 //!   exit of the program ends the run) and the one kill guard; used by
 //!   `/shell`, registered commands, `/code/run`, git and system probes.
 //! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
-//! - [`table`]: background processes (`/process/*`): stdin, signals, and
-//!   bounded, cursor-addressable output.
+//! - [`registry`]: the one registry of processes clients address by pid
+//!   (OS pids), viewed by both planes; ownership, retention and limits.
+//! - [`table`]: background processes (`/process/*`), the native plane's
+//!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
 //! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
 //! - [`split`]: the reference's shell-style argv splitting.
 //!
@@ -19,6 +21,7 @@
 pub mod exec;
 pub mod output;
 pub mod reaper;
+pub mod registry;
 pub mod run;
 pub mod runner;
 pub mod split;
@@ -31,6 +34,7 @@ use nix::errno::Errno;
 
 pub use self::exec::{prepare, ExecKind, ExecSpec};
 pub use self::reaper::{supervisor, ExitStatus, Job, SpawnOptions, Spawned};
+pub use self::registry::Registry;
 pub use self::table::Processes;
 use crate::policy::Denial;
 

@@ -26,7 +26,7 @@ use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
 use crate::policy::{owner, Identity, LimitValue, Viewer};
 use crate::process::exec::{prepare, ExecKind};
-use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -96,7 +96,8 @@ pub async fn start(call: Call) -> Response {
             })
             .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-        let slot = state.app.processes.reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
+        let slot =
+            state.app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
         let session = match &terminal_grant {
             Some(terminal) => {
                 let max = terminal.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
