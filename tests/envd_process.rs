@@ -121,8 +121,10 @@ async fn connect_timeout_ms_bounds_the_lifetime_and_sigkill_empties_list() {
     .await;
     let (_, message) = running.next().await.expect("start");
     let pid = message["event"]["start"]["pid"].as_u64().expect("a pid");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("an OS pid, as `kill -0` sees it");
-    assert_eq!(cmdline, b"/bin/sleep\x0030\x00");
+    // An OS pid, as `kill -0` sees it: a child of the server.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("a live pid");
+    let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:")).map(str::trim);
+    assert_eq!(ppid, Some(server.pid().to_string().as_str()), "{status}");
     let (_, body) = call(&server, "process.Process/List", json!({}), None).await;
     assert_eq!(
         body,

@@ -27,6 +27,7 @@ use crate::api::process::{
 use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{owner, Grant, LimitValue, Viewer};
+use crate::process::exec::{CommandLine, ExecInput};
 use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
 use crate::python;
@@ -75,8 +76,15 @@ fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
 /// Checks and builds the command. Its file-system checks are a few `stat`s
 /// of local paths, done inline as `tokio::process` resolves programs; a
 /// `user` lookup may ask a remote user database, so it runs on the blocking pool.
+/// The request body in the domain's terms.
+fn exec_input(request: ExecRequest) -> ExecInput {
+    let command = if request.shell { CommandLine::Shell(request.command) } else { CommandLine::Split(request.command) };
+    ExecInput { command, cwd: request.cwd, env: request.env, timeout: request.timeout, user: request.user }
+}
+
 async fn prepared(app: &AppState, grant: &Grant, request: ExecRequest, kind: ExecKind) -> Result<ExecSpec, ApiError> {
     let id = grant.endpoint().id;
+    let request = exec_input(request);
     if request.user.is_none() {
         return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
     }
