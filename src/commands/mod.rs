@@ -207,7 +207,7 @@ pub async fn execute(
     let finished = run::run(invocation).await.map_err(|e| match e {
         RunError::Timeout => CommandError::Timeout { name: name.clone(), seconds: command.timeout.as_secs_f64() },
         RunError::TooMuchOutput(limit) => CommandError::TooMuchOutput { name: name.clone(), limit },
-        RunError::NotFound(source) | RunError::Io(source) => CommandError::Start { name: name.clone(), source },
+        RunError::Spawn(source) | RunError::Io(source) => CommandError::Start { name: name.clone(), source },
     })?;
     match finished.exit {
         ExitStatus::Exited(0) => result_of(command, &finished.stdout),

@@ -11,6 +11,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::process::runner::RunError;
 use crate::process::runner::{self, Bounds, Keep};
 use crate::process::ExitStatus;
 
@@ -45,27 +46,10 @@ pub struct Finished {
     pub stderr_tail: Vec<u8>,
 }
 
-/// Why a program did not run to its end.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The program (or the working directory) does not exist.
-    #[error("{0}")]
-    NotFound(#[source] io::Error),
-    /// It ran longer than allowed and was killed.
-    #[error("timed out")]
-    Timeout,
-    /// It wrote more than allowed and was killed.
-    #[error("wrote more than {0} bytes")]
-    TooMuchOutput(usize),
-    /// It could not be started or read.
-    #[error("{0}")]
-    Io(#[from] io::Error),
-}
-
 /// Runs `invocation` to its end.
 ///
 /// # Errors
-/// [`RunError::NotFound`], [`RunError::Timeout`] and [`RunError::TooMuchOutput`]
+/// [`RunError::Spawn`], [`RunError::Timeout`] and [`RunError::TooMuchOutput`]
 /// (after killing the process group), [`RunError::Io`].
 pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
     let (program, args) = invocation.argv.split_first().ok_or_else(|| io::Error::other("empty argv"))?;
@@ -81,13 +65,8 @@ pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
         timeout: Some(invocation.timeout),
         ..Bounds::new(0)
     };
-    match runner::run(command, bounds).await {
-        Ok(ran) => Ok(Finished { exit: ran.status, stdout: ran.stdout, stderr_tail: ran.stderr }),
-        Err(runner::RunError::Spawn(e)) if e.kind() == io::ErrorKind::NotFound => Err(RunError::NotFound(e)),
-        Err(runner::RunError::Spawn(e) | runner::RunError::Io(e)) => Err(RunError::Io(e)),
-        Err(runner::RunError::Timeout) => Err(RunError::Timeout),
-        Err(runner::RunError::TooMuchOutput(limit)) => Err(RunError::TooMuchOutput(limit)),
-    }
+    let ran = runner::run(command, bounds).await?;
+    Ok(Finished { exit: ran.status, stdout: ran.stdout, stderr_tail: ran.stderr })
 }
 
 #[cfg(test)]
@@ -146,6 +125,6 @@ mod tests {
         assert!(matches!(run(invocation("yes")).await, Err(RunError::TooMuchOutput(64))));
         let mut missing = invocation("");
         missing.argv = vec!["/nonexistent/program".into()];
-        assert!(matches!(run(missing).await, Err(RunError::NotFound(_))));
+        assert!(matches!(run(missing).await, Err(RunError::Spawn(_))));
     }
 }

@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
+use super::output::Utf8Chunker;
 use super::reaper::{supervisor, ExitStatus, Job, SpawnOptions};
 use super::receiver;
 
@@ -204,30 +205,11 @@ impl Sink {
     /// The kept bytes; a cut stream never ends inside a character.
     fn finish(mut self) -> (Vec<u8>, bool) {
         if self.cut {
-            let end = complete_len(&self.kept);
-            self.kept.truncate(end);
+            // The incomplete character the cut left at the end is held back, and dropped.
+            self.kept = Utf8Chunker::default().push(&self.kept);
         }
         (self.kept, self.cut)
     }
-}
-
-/// `bytes` without a trailing, valid so far but incomplete, UTF-8 character.
-fn complete_len(bytes: &[u8]) -> usize {
-    let len = bytes.len();
-    for back in 1..=len.min(4) {
-        let byte = bytes[len - back];
-        if byte & 0xC0 == 0x80 {
-            continue;
-        }
-        let needed = match byte {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return len,
-        };
-        return if back < needed { len - back } else { len };
-    }
-    len
 }
 
 /// Reads what `sink`'s pipe has, waiting for it; `Ok(0)` at its end. Once
