@@ -14,7 +14,8 @@
 //! - [`table`]: background processes (`/process/*`), the native plane's
 //!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
 //! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
-//! - [`split`]: the reference's shell-style argv splitting.
+//! - Command lines are split shell-style by [`crate::codec::shlex`], which
+//!   the client shares.
 //!
 //! Nothing here knows about HTTP.
 
@@ -24,7 +25,6 @@ pub mod reaper;
 pub mod registry;
 pub mod run;
 pub mod runner;
-pub mod split;
 pub mod table;
 
 use std::io;

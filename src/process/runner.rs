@@ -28,9 +28,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
-use super::output::Utf8Chunker;
 use super::reaper::{supervisor, ExitStatus, Job, SpawnOptions};
 use super::receiver;
+use crate::codec::utf8::complete_len;
 
 /// How long a terminated group gets between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -205,8 +205,9 @@ impl Sink {
     /// The kept bytes; a cut stream never ends inside a character.
     fn finish(mut self) -> (Vec<u8>, bool) {
         if self.cut {
-            // The incomplete character the cut left at the end is held back, and dropped.
-            self.kept = Utf8Chunker::default().push(&self.kept);
+            // The incomplete character the cut left at the end is dropped.
+            let end = complete_len(&self.kept);
+            self.kept.truncate(end);
         }
         (self.kept, self.cut)
     }

@@ -16,12 +16,13 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::output::{Capture, Stream, Utf8Chunker};
+use super::output::{Capture, Stream};
 use super::reaper::SignalError;
 use super::registry::{Entry, Registry, Slot};
 use super::runner::KILL_GRACE;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
+use crate::codec::utf8::Utf8Decoder;
 use crate::policy::Viewer;
 
 /// Capture budget when the policy sets no `max_output_bytes`, as the reference.
@@ -297,7 +298,7 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
         return;
     };
     tokio::spawn(async move {
-        let mut chunker = Utf8Chunker::default();
+        let mut chunker = Utf8Decoder::new();
         let mut chunk = vec![0u8; READ_CHUNK];
         loop {
             match pipe.read(&mut chunk).await {
@@ -305,7 +306,7 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
                 Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))),
             }
         }
-        capture.push(stream, Bytes::from(chunker.finish()));
+        capture.push(stream, Bytes::from(chunker.finish_bytes()));
         capture.close_stream();
     });
 }
