@@ -43,7 +43,7 @@ fn deadline_of(spec: &ExecSpec) -> Option<Instant> {
 }
 
 /// `POST /shell`: runs `spec` to its exit (descendants it leaves in the
-/// background run on; see [`runner`](super::runner)).
+/// background run on; see [`runner`]).
 ///
 /// # Errors
 /// [`ProcessError::Spawn`] when it cannot start, [`ProcessError::Timeout`]
