@@ -286,9 +286,6 @@ impl Processes {
     }
 
     async fn start_terminal(&self, spec: &ExecSpec, cols: u16, rows: u16) -> Result<Arc<Session>, EnvdError> {
-        if spec.credentials.is_some() {
-            return Err(EnvdError::PermissionDenied("terminal processes run as the server's user".into()));
-        }
         let spec = spec.clone();
         let spawned = tokio::task::spawn_blocking(move || {
             let program = spec.program.as_ref().and_then(|p| p.to_str()).unwrap_or(&spec.argv[0]);
@@ -299,6 +296,7 @@ impl Processes {
                 cwd: spec.cwd.as_deref(),
                 cols,
                 rows,
+                credentials: spec.credentials.clone(),
             };
             crate::pty::spawn::spawn_shell(&shell)
         })
