@@ -23,11 +23,11 @@
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
 //! - [`process`]: supervised processes: the reaper that owns every child's
 //!   exit, process groups, `/shell` and background processes.
-//! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
+//! - [`syscalls`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
 //! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
-//! - [`python`]: how Python spells values (`repr`, `json.dumps`, type
+//! - [`pyrepr`]: how Python spells values (`repr`, `json.dumps`, type
 //!   names, `int()`/`float()`), so messages and hashes match the reference's.
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
@@ -60,9 +60,9 @@ pub mod metrics;
 pub mod policy;
 pub mod process;
 pub mod pty;
-pub mod python;
+pub mod pyrepr;
 pub mod server;
-pub mod sys;
+pub mod syscalls;
 pub mod system;
 pub mod time;
 

@@ -21,7 +21,7 @@ use crate::api::files::{
 use crate::endpoints::Limit;
 use crate::fs::{self, list::ListOptions, safe, search, FsError};
 use crate::policy::{Grant, LimitValue, Op};
-use crate::python;
+use crate::pyrepr;
 
 const DEFAULT_MAX_ENTRIES: u64 = 1000;
 const DEFAULT_LIST_DEPTH: u64 = 3;
@@ -216,7 +216,7 @@ pub async fn search(grant: Grant, JsonBody(body): JsonBody<SearchRequest>) -> Re
 fn integer(value: Option<&Value>, default: u64) -> Option<u64> {
     match value {
         None => Some(default),
-        Some(value) => python::int_of(value).ok().map(|n| n.max(0).unsigned_abs()),
+        Some(value) => pyrepr::int_of(value).ok().map(|n| n.max(0).unsigned_abs()),
     }
 }
 

@@ -71,19 +71,19 @@ impl ConnectionLimits {
     /// A timeout that is not positive, no connection allowed, or a reserve
     /// that leaves no place outside it.
     pub fn resolve(
-        header_read_seconds: Option<f64>,
-        idle_seconds: Option<f64>,
+        header_read_timeout: Option<Duration>,
+        idle_timeout: Option<Duration>,
         max_connections: Option<usize>,
         reserve: Option<usize>,
     ) -> Result<Self, String> {
-        let seconds = |name: &str, value: Option<f64>, default: Duration| match value {
+        let positive = |name: &str, value: Option<Duration>, default: Duration| match value {
             None => Ok(default),
-            Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
-            Some(s) => Err(format!("{name} must be > 0, got {s}")),
+            Some(d) if d.is_zero() => Err(format!("{name} must be > 0, got 0")),
+            Some(d) => Ok(d),
         };
         let header_read_timeout =
-            seconds("header_read_timeout_seconds", header_read_seconds, DEFAULT_HEADER_READ_TIMEOUT)?;
-        let idle_timeout = seconds("idle_timeout_seconds", idle_seconds, DEFAULT_IDLE_TIMEOUT)?;
+            positive("header_read_timeout_seconds", header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT)?;
+        let idle_timeout = positive("idle_timeout_seconds", idle_timeout, DEFAULT_IDLE_TIMEOUT)?;
         let max_connections = match max_connections {
             None => default_max_connections(),
             Some(0) => return Err("max_connections must be at least 1".into()),

@@ -97,7 +97,7 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         Some(ParamValue::Strings(list)) => Some(list.clone()),
         _ => None,
     };
-    let env_deny = crate::system::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
+    let env_deny = crate::policy::guards::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
     let commands_restricted = crate::policy::guards::commands_restricted(grant.engine());
     CreatePolicy { shells: strings(Param::Shells), env_deny, commands_restricted }
 }
