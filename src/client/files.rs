@@ -21,7 +21,7 @@ use crate::api::files::{
     ArchiveResponse, DeleteResponse, FileEntry, FileInfo, ListResponse, MkdirResponse, MoveResponse, SearchRequest,
     SearchResponse, TransferResponse, UploadCancelled, UploadRequest, UploadStatus, WatchEvent,
 };
-use crate::fs::upload::BASE64;
+use crate::fs::b64::BASE64;
 
 /// Uploads larger than this stream to `PUT /files/content`.
 pub const STREAMING_THRESHOLD: u64 = 1024 * 1024;

@@ -205,4 +205,19 @@ mod tests {
         let err = parse_file("idle_timeout_seconds = -1").expect_err("negative");
         assert!(err.contains("idle_timeout_seconds") && err.contains(">= 0"), "{err}");
     }
+
+    #[test]
+    fn the_configuration_page_lists_every_flag_and_variable() {
+        let page = include_str!("../../docs/configuration.md");
+        let command = <Line as clap::CommandFactory>::command();
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let row = page.lines().find(|l| l.starts_with('|') && l.contains(&format!("`--{long}`")));
+            let row = row.unwrap_or_else(|| panic!("docs/configuration.md has no row for --{long}"));
+            if let Some(env) = arg.get_env() {
+                let env = env.to_string_lossy();
+                assert!(row.contains(&format!("`{env}`")), "the --{long} row does not name {env}: {row}");
+            }
+        }
+    }
 }

@@ -130,10 +130,7 @@ pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListR
 /// `GET /files/stat`: a missing path is 200 with `exists: false`.
 pub async fn stat(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<FileInfo>, ApiError> {
     let raw = query_path(q.path)?;
-    let guard = grant.guard();
-    let info = fs::blocking(move || fs::list::stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?))
-        .await
-        .map_err(at(&grant))?;
+    let info = fs::list::stat_path(grant.guard(), raw).await.map_err(at(&grant))?;
     Ok(Json(info))
 }
 
