@@ -12,21 +12,13 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
 use bytes::Bytes;
 
 use super::feeder::{spawn_writer, Feeder, Writer};
 use super::write::{AtomicFile, Committed};
 use super::{FsError, WritePolicy};
-
-/// Standard base64 with padding, tolerant of non-zero trailing bits (as Python's decoder).
-pub const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_decode_allow_trailing_bits(true)
-        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
-);
+use crate::codec::base64::BASE64;
 
 /// Characters of base64 text decoded at a time (a multiple of 4; small in
 /// unit tests, so that small bodies cross piece boundaries).
