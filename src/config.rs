@@ -138,7 +138,7 @@ pub struct Config {
     /// Bounds of the daemon's shared inotify instance.
     pub watches: crate::fs::inotify::Limits,
     /// Connection timeouts and limits of every port.
-    pub connections: crate::http::listener::ConnectionLimits,
+    pub connections: crate::http::limits::ConnectionLimits,
     /// How the browser group runs its browser.
     pub browser: crate::browser::BrowserSettings,
 }
@@ -170,7 +170,7 @@ impl Config {
     /// The configuration from merged options, defaults filling what they leave unset.
     fn from_options(o: Options, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&o)?;
-        let connections = crate::http::listener::ConnectionLimits::resolve(
+        let connections = crate::http::limits::ConnectionLimits::resolve(
             o.header_read_timeout_seconds.map(|s| s.0),
             o.idle_timeout_seconds.map(|s| s.0),
             o.max_connections,
