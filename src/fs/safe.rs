@@ -30,7 +30,8 @@ use crate::policy::{Denial, Op, PathGuard};
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 
 /// Roots seen on a local disk file system, where a metadata lookup does not
-/// wait on a network or a FUSE daemon (see [`open_plain`]); bounded.
+/// wait on a network or a FUSE daemon (see [`open_plain`]); the most recent
+/// [`MAX_LOCAL_ROOTS`].
 static LOCAL_ROOTS: RwLock<Vec<PathBuf>> = RwLock::new(Vec::new());
 const MAX_LOCAL_ROOTS: usize = 64;
 
@@ -107,7 +108,9 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
     let target = Resolved { path, root: root.to_path_buf() };
     let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()).ok()?;
     let relative = if target.is_root() { Path::new(".") } else { target.relative() };
-    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).resolve(
+    // No O_NOFOLLOW: with O_PATH it would open a trailing symlink itself;
+    // without it, RESOLVE_NO_SYMLINKS refuses a symlink there too (ELOOP).
+    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC).resolve(
         ResolveFlag::RESOLVE_BENEATH
             | ResolveFlag::RESOLVE_NO_SYMLINKS
             | ResolveFlag::RESOLVE_NO_MAGICLINKS
@@ -132,7 +135,11 @@ fn learn_root(root: &Path, root_fd: &OwnedFd) {
     let local = [EXT4_SUPER_MAGIC, BTRFS_SUPER_MAGIC, TMPFS_MAGIC, OVERLAYFS_SUPER_MAGIC].contains(&kind)
         || u64::try_from(kind.0).is_ok_and(|magic| OTHER_LOCAL.contains(&magic));
     let mut roots = LOCAL_ROOTS.write().unwrap_or_else(PoisonError::into_inner);
-    if local && roots.len() < MAX_LOCAL_ROOTS && !roots.iter().any(|r| r == root) {
+    if local && !roots.iter().any(|r| r == root) {
+        // The oldest is forgotten first (a policy has a few roots; reloads may bring others).
+        if roots.len() >= MAX_LOCAL_ROOTS {
+            roots.remove(0);
+        }
         roots.push(root.to_path_buf());
     }
 }
