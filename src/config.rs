@@ -7,8 +7,8 @@
 //! checks ranges, into a [`Config`]: precedence flag > variable > file >
 //! default comes from that one place.
 //!
-//! - [`options`]: the options struct, the file parser.
-//! - [`values`]: ports that can be `off`, log formats, seconds.
+//! - `options`: the options struct, the file parser.
+//! - `values`: ports that can be `off`, log formats, seconds.
 
 mod options;
 mod values;

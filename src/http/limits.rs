@@ -1,6 +1,6 @@
 //! The connection bounds of every port ([`ConnectionLimits`]) and who may
 //! use a port's last, reserved places ([`priority`]): what the accept loop
-//! ([`super::listener`]) and each connection ([`super::conn`]) enforce.
+//! ([`super::listener`]) and each connection (`conn`) enforce.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
