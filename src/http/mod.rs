@@ -19,6 +19,7 @@ pub mod extract;
 mod files;
 pub(crate) mod files_json;
 mod files_transfer;
+pub mod limits;
 pub mod listener;
 pub mod pipeline;
 mod process;
