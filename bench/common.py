@@ -211,13 +211,28 @@ def alternate(
     times each (the side that goes first alternates too), and returns the
     medians. With `fresh`, every measurement gets a newly started server.
     `measure` returns None when the workload is not available (e.g. 501)."""
-    binaries = {"ours": args.ours, "reference": args.ref}
-    results: dict[str, list[float | None]] = {"ours": [], "reference": []}
+    results = alternate_all({"ours": args.ours, "reference": args.ref}, measure, rounds=rounds, fresh=fresh, env=env)
+    return median_or_none(results["ours"]), median_or_none(results["reference"])
+
+
+def alternate_all(
+    binaries: dict[str, str],
+    measure: Callable[[Server], float | None],
+    *,
+    rounds: int = 3,
+    fresh: bool = True,
+    env: dict[str, str] | None = None,
+) -> dict[str, list[float | None]]:
+    """`alternate` over any number of servers (`name -> binary`): each round
+    measures every one, the order rotating from round to round; returns every
+    measurement by name."""
+    names = list(binaries)
+    results: dict[str, list[float | None]] = {name: [] for name in names}
     servers: dict[str, Server] = {}
     try:
         for r in range(rounds):
-            order = ["ours", "reference"] if r % 2 == 0 else ["reference", "ours"]
-            for name in order:
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
                 if fresh or name not in servers:
                     servers[name] = Server.start(name, binaries[name], env=env)
                 results[name].append(measure(servers[name]))
@@ -226,7 +241,12 @@ def alternate(
     finally:
         for server in servers.values():
             server.stop()
-    return median_or_none(results["ours"]), median_or_none(results["reference"])
+    return results
+
+
+def load_average() -> float:
+    """The machine's one-minute load average (other work skews a round)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def median_or_none(values: list[float | None]) -> float | None:

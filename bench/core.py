@@ -3,24 +3,30 @@ requests/s and p99, authenticated `GET /files/stat` requests/s, and
 `/files/stat` against `/health` in the same run (wrk, 2 threads, 64
 connections, keep-alive, back to back on one server, several rounds: the
 ratio is steadier than either rate on a loaded machine) with its p99.
+`ABX_BENCH_BEFORE=BIN` adds an earlier build of ours to those same rounds
+(rows marked "before"), so a change is judged against its base under the
+same load; each round's figures and load average go to stderr.
 
 Usage: python bench/core.py --ours BIN --ref BIN   (prints markdown rows)
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
+from pathlib import Path
 from urllib.parse import quote
 
-from common import TOKEN, Server, alternate, http_get, parse_args, row, wrk
+from common import TOKEN, Server, alternate, alternate_all, http_get, load_average, parse_args, row, wrk
 
 COLD_STARTS = 9
 WRK_SECONDS = 5
 WRK_ROUNDS = 2
 CONNECTIONS = 16
 RATIO_SECONDS = 4
-RATIO_ROUNDS = 3
+RATIO_ROUNDS = 5
 RATIO_CONNECTIONS = 64
 
 
@@ -77,7 +83,19 @@ def main() -> None:
     note = f"authenticated, wrk, {CONNECTIONS} connections{errors_note(stat)}{why}"
     print(row("GET /files/stat throughput", ours, ref, "req/s", better="higher", note=note), flush=True)
 
-    same_run: dict[str, list[tuple[float, float]]] = {}
+    same_run(args)
+
+
+def same_run(args) -> None:
+    """`/files/stat` over `/health` on one server, back to back, and the
+    stat's p99; with `ABX_BENCH_BEFORE`, the earlier build too, in the same
+    rotation, so a change is judged against its base under the same load."""
+    binaries = {"ours": args.ours, "reference": args.ref}
+    before = os.environ.get("ABX_BENCH_BEFORE")
+    if before:
+        binaries["before"] = before
+    runs: dict[str, list[tuple[float, float]]] = {}
+    loads: list[float] = []
 
     def stat_over_health(server: Server) -> float | None:
         path = server.base / "stat-me.txt"
@@ -85,18 +103,36 @@ def main() -> None:
         url = f"/files/stat?path={quote(str(path))}"
         if http_get(server.port, url, token=TOKEN)[0] != 200:
             return None
+        load = load_average()
         health = wrk(f"{server.url}/health", seconds=RATIO_SECONDS, connections=RATIO_CONNECTIONS)
         stat = wrk(
             server.url + url, seconds=RATIO_SECONDS, connections=RATIO_CONNECTIONS, headers={"Authorization": f"Bearer {TOKEN}"}
         )
-        same_run.setdefault(server.name, []).append((stat.requests_per_second / health.requests_per_second, stat.p99_ms))
-        return stat.requests_per_second / health.requests_per_second
+        ratio = stat.requests_per_second / health.requests_per_second
+        loads.append(load)
+        runs.setdefault(server.name, []).append((ratio, stat.p99_ms))
+        print(
+            f"{server.name}: /health {health.requests_per_second:,.0f} req/s, /files/stat {stat.requests_per_second:,.0f} req/s, "
+            f"ratio {ratio:.2f}, stat p99 {stat.p99_ms:.2f} ms, load average {load:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return ratio
 
-    ours, ref = alternate(args, stat_over_health, rounds=RATIO_ROUNDS, fresh=False)
-    note = f"same run, wrk 2 threads, {RATIO_CONNECTIONS} connections, median of {RATIO_ROUNDS} x {RATIO_SECONDS} s each"
-    print(row("GET /files/stat over GET /health throughput", ours, ref, "x", better="higher", note=note))
-    p99 = {name: statistics.median(p for _, p in runs) for name, runs in same_run.items()}
-    print(row("GET /files/stat p99 latency, 64 connections", p99.get("ours"), p99.get("reference"), "ms", better="lower"))
+    alternate_all(binaries, stat_over_health, rounds=RATIO_ROUNDS, fresh=False)
+    ratio = {name: statistics.median(r for r, _ in results) for name, results in runs.items()}
+    p99 = {name: statistics.median(p for _, p in results) for name, results in runs.items()}
+    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "no round ran"
+    note = f"same run, wrk 2 threads, {RATIO_CONNECTIONS} connections, median of {RATIO_ROUNDS} x {RATIO_SECONDS} s each, {load}"
+    label = "GET /files/stat over GET /health throughput"
+    print(row(label, ratio.get("ours"), ratio.get("reference"), "x", better="higher", note=note))
+    if before:
+        note = f"the same rounds, before: {Path(before).name}"
+        print(row(f"{label}, before", ratio.get("before"), ratio.get("reference"), "x", better="higher", note=note))
+    label = f"GET /files/stat p99 latency, {RATIO_CONNECTIONS} connections"
+    print(row(label, p99.get("ours"), p99.get("reference"), "ms", better="lower"))
+    if before:
+        print(row(f"{label}, before", p99.get("before"), p99.get("reference"), "ms", better="lower"), flush=True)
 
 
 def errors_note(results: dict) -> str:
