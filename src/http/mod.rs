@@ -50,9 +50,20 @@ use crate::policy::PolicyEngine;
 use crate::pty::{TerminalSettings, Terminals};
 use crate::system::System;
 
-/// State shared by every handler.
+/// State shared by every handler: one reference-counted [`Shared`], so
+/// the clone each request's pipeline takes is one counter increment, not
+/// one per field.
+///
+/// Fields read through `Deref`. Setting one (`state.files = ...`, only while
+/// the server is being put together) goes through `DerefMut`, which copies
+/// the fields first if another clone shares them: clones made before keep
+/// what they had, as when every field was cloned on its own.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// What [`AppState`] shares.
+#[derive(Clone)]
+pub struct Shared {
     /// The policy engine.
     pub engine: Arc<PolicyEngine>,
     /// Cancelled when the server shuts down; long streams end on it.
@@ -82,6 +93,20 @@ pub struct AppState {
     served: Arc<HashSet<&'static str>>,
 }
 
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
 impl AppState {
     /// State for a server with this policy.
     pub fn new(engine: Arc<PolicyEngine>, shutdown: CancellationToken) -> Self {
@@ -93,7 +118,7 @@ impl AppState {
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
         let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
-        AppState {
+        AppState(Arc::new(Shared {
             engine,
             shutdown,
             env,
@@ -108,7 +133,7 @@ impl AppState {
             metrics: Arc::new(crate::metrics::Metrics::new()),
             interpreter: None,
             served: Arc::new(served),
-        }
+        }))
     }
 
     /// The same state with a browser run as `settings` say.
