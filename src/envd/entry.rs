@@ -55,22 +55,17 @@ pub struct Names {
 
 impl Names {
     fn user(&mut self, uid: u32) -> String {
-        self.users
-            .entry(uid)
-            .or_insert_with(|| {
-                User::from_uid(Uid::from_raw(uid)).ok().flatten().map_or_else(|| uid.to_string(), |u| u.name)
-            })
-            .clone()
+        name_of(&mut self.users, uid, |id| User::from_uid(Uid::from_raw(id)).ok().flatten().map(|u| u.name))
     }
 
     fn group(&mut self, gid: u32) -> String {
-        self.groups
-            .entry(gid)
-            .or_insert_with(|| {
-                Group::from_gid(Gid::from_raw(gid)).ok().flatten().map_or_else(|| gid.to_string(), |g| g.name)
-            })
-            .clone()
+        name_of(&mut self.groups, gid, |id| Group::from_gid(Gid::from_raw(id)).ok().flatten().map(|g| g.name))
     }
+}
+
+/// The name of `id` from `cache`, looked up on a miss; the number itself when it has none.
+fn name_of(cache: &mut HashMap<u32, String>, id: u32, lookup: impl FnOnce(u32) -> Option<String>) -> String {
+    cache.entry(id).or_insert_with(|| lookup(id).unwrap_or_else(|| id.to_string())).clone()
 }
 
 /// `-rw-r--r--`: a mode as Go's `FileMode.String()` writes it (what envd reports).

@@ -21,6 +21,7 @@ use crate::api::browser::{
 use crate::browser::page::{self, WaitUntil};
 use crate::browser::BrowserError;
 use crate::policy::Grant;
+use crate::api::process::is_truthy;
 use crate::pyrepr;
 
 impl From<BrowserError> for ApiError {
@@ -87,7 +88,7 @@ fn millis(value: Option<Value>, default: u64) -> Duration {
 }
 
 fn flag(value: Option<Value>, default: bool) -> bool {
-    value.map_or(default, |v| pyrepr::truthy(&v))
+    value.map_or(default, |v| is_truthy(&v))
 }
 
 fn text(value: Option<Value>, default: &str) -> String {
@@ -134,7 +135,7 @@ pub async fn screenshot(
     grant: Grant,
     JsonBody(body): JsonBody<ScreenshotRequest>,
 ) -> Result<Json<Screenshot>, ApiError> {
-    let selector = body.selector.filter(pyrepr::truthy).map(|v| pyrepr::str_of(&v));
+    let selector = body.selector.filter(is_truthy).map(|v| pyrepr::str_of(&v));
     let full_page = flag(body.full_page, true);
     let jpeg = text(body.format, "png").eq_ignore_ascii_case("jpeg");
     let shot =

@@ -64,7 +64,6 @@ impl PolicyEngine {
         let rule = self.rule(ep);
         let reason = self.refusal(ep, identity, served);
         let allowed = reason.is_none();
-        let to_map = |pairs: Vec<(String, Value)>| pairs.into_iter().collect::<Map<String, Value>>();
         EndpointState {
             method: ep.method.as_str().to_string(),
             path: ep.path.to_string(),
@@ -76,22 +75,8 @@ impl PolicyEngine {
             reason: reason.map(str::to_string),
             rule: (!rule.disabled_by.is_empty()).then(|| rule.disabled_by.clone()),
             scopes: rule.scopes.clone(),
-            limits: allowed.then(|| {
-                to_map(
-                    rule.limits
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or(Value::Null)))
-                        .collect(),
-                )
-            }),
-            params: allowed.then(|| {
-                to_map(
-                    rule.params
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or(Value::Null)))
-                        .collect(),
-                )
-            }),
+            limits: allowed.then(|| json_map(&rule.limits)),
+            params: allowed.then(|| json_map(&rule.params)),
             paths: (allowed && ep.paths).then(|| PathsInfo {
                 allow: rule.allow.iter().map(|p| p.display().to_string()).collect(),
                 read_only: rule.read_only,
@@ -146,6 +131,11 @@ impl PolicyEngine {
         }
         Decision { endpoint: endpoint.to_string(), allowed: true, code: None, reason: None, rule: None }
     }
+}
+
+/// A rule's `limits` or `params` as the JSON object the document shows.
+fn json_map<K: std::fmt::Display, V: serde::Serialize>(pairs: &BTreeMap<K, V>) -> Map<String, Value> {
+    pairs.iter().map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or(Value::Null))).collect()
 }
 
 #[cfg(test)]
