@@ -39,7 +39,11 @@
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`process`]: supervised processes: the reaper, process groups,
 //!   bounded output capture with cursors (no axum).
+//! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
+//!   supervised sessions, turns, items, event logs, artifacts (no axum).
+//! - [`ids`]: random hex identifiers.
 
+pub mod agents;
 pub mod api;
 pub mod cli;
 pub mod client;
@@ -51,6 +55,7 @@ pub mod envd;
 pub mod environment;
 pub mod fs;
 pub mod http;
+pub mod ids;
 pub mod logging;
 pub mod policy;
 pub mod process;

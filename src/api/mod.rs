@@ -4,6 +4,7 @@
 //! types, so the two cannot drift. Field names and shapes follow the Python
 //! `agent-sandbox-server` 0.4.0a6 contract.
 
+pub mod agents;
 pub mod code;
 pub mod commands;
 pub mod core;

@@ -4,6 +4,7 @@
 //! Handlers extract, call a domain module, and map the result; the domain
 //! modules never see HTTP.
 
+pub mod agents;
 mod code;
 pub mod code_port;
 mod commands;
@@ -70,6 +71,8 @@ pub struct AppState {
     pub commands: Arc<Registry>,
     /// Interpreter programs of `/code/run`.
     pub interpreters: Arc<crate::code::Interpreters>,
+    /// The agents runtime, started by the first call of an agents endpoint.
+    pub agents: crate::agents::LazyAgents,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -83,6 +86,7 @@ impl AppState {
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
+        let agents = crate::agents::LazyAgents::new(Arc::clone(&env), shutdown.clone());
         AppState {
             engine,
             shutdown,
@@ -93,6 +97,7 @@ impl AppState {
             terminals,
             commands: Arc::new(Registry::default()),
             interpreters,
+            agents,
             served: Arc::new(served),
         }
     }
