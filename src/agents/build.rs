@@ -138,13 +138,19 @@ impl<'a> TurnBuilder<'a> {
         &self.redactor
     }
 
-    /// Runs `f` on item `index` and returns a snapshot of it afterwards.
-    fn with_item(&self, index: usize, f: impl FnOnce(&mut Item)) -> Option<Item> {
+    /// Runs `f` on item `index`; returns what it returns.
+    fn with_item<R>(&self, index: usize, f: impl FnOnce(&mut Item) -> R) -> Option<R> {
         let mut state = self.session.lock();
         let turn = state.turns.get_mut(self.turn_index).filter(|t| t.id == self.turn_id)?;
-        let item = turn.items.get_mut(index)?;
-        f(item);
-        Some(item.clone())
+        turn.items.get_mut(index).map(f)
+    }
+
+    /// Runs `f` on item `index` and returns a snapshot of it afterwards.
+    fn update_item(&self, index: usize, f: impl FnOnce(&mut Item)) -> Option<Item> {
+        self.with_item(index, |item| {
+            f(item);
+            item.clone()
+        })
     }
 
     fn emit(&self, kind: EventKind) {
@@ -178,7 +184,7 @@ impl<'a> TurnBuilder<'a> {
 
     fn flush_pending_message(&mut self, phase: Phase) {
         let Some(index) = self.pending_message.take() else { return };
-        let item = self.with_item(index, |item| {
+        let item = self.update_item(index, |item| {
             item.status = ItemStatus::Completed;
             if let ItemBody::Message { phase: p, .. } = &mut item.body {
                 *p = Some(phase);
@@ -202,17 +208,16 @@ impl<'a> TurnBuilder<'a> {
         if delta.is_empty() {
             return;
         }
-        let mut kind = DeltaKind::Output;
         let updated = self.with_item(index, |item| {
-            kind = Self::delta_kind(&item.body);
+            let kind = Self::delta_kind(&item.body);
             let field = text_field(&mut item.body);
             if field.len() < MAX_TEXT {
                 let room = MAX_TEXT - field.len();
                 field.push_str(truncate(&delta, room));
             }
+            (item.id.clone(), kind)
         });
-        if let Some(item) = updated {
-            let item_id = item.id;
+        if let Some((item_id, kind)) = updated {
             self.emit(EventKind::ItemDelta { item_id, kind, delta, output_index: index });
         }
     }
@@ -332,7 +337,7 @@ impl<'a> TurnBuilder<'a> {
         if message {
             self.saw_message = true;
             self.pending_message = Some(index);
-        } else if let Some(item) = self.with_item(index, |item| item.status = ItemStatus::Completed) {
+        } else if let Some(item) = self.update_item(index, |item| item.status = ItemStatus::Completed) {
             self.emit(EventKind::ItemDone { item });
         }
     }
@@ -379,7 +384,7 @@ impl<'a> TurnBuilder<'a> {
         self.close_text(index, output);
         let elapsed = self.started.remove(&index).map(|s| s.elapsed().as_millis() as u64);
         let error = error.filter(|e| !e.is_empty()).map(|e| truncate(&self.redactor.redact(e), 4000).to_string());
-        let item = self.with_item(index, |item| {
+        let item = self.update_item(index, |item| {
             match &mut item.body {
                 ItemBody::CommandExecution { exit_code: code, duration_ms, .. } => {
                     *code = exit_code;
@@ -476,7 +481,7 @@ impl<'a> TurnBuilder<'a> {
         };
         for index in open {
             self.close_text(index, None);
-            let item = self.with_item(index, |item| match &mut item.body {
+            let item = self.update_item(index, |item| match &mut item.body {
                 ItemBody::Message { phase, .. } => {
                     item.status = ItemStatus::Incomplete;
                     phase.get_or_insert(Phase::FinalAnswer);
