@@ -14,6 +14,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::parsed::ToolKind;
 
 /// Artifacts taken per turn at most.
 pub const MAX_PER_TURN: usize = 100;
@@ -54,6 +57,34 @@ pub struct Reported {
     pub path: String,
     /// Whether the file was deleted.
     pub deleted: bool,
+}
+
+/// Tools whose `file_path`/`path` argument names a file they wrote.
+const WRITE_TOOLS: [&str; 6] = ["write_file", "replace", "edit", "write", "multiedit", "edit_file"];
+
+/// Paths a tool call reports as written.
+pub fn reported_paths(kind: ToolKind, name: &str, arguments: &Value) -> Vec<Reported> {
+    let mut out = Vec::new();
+    match kind {
+        ToolKind::FileChange => {
+            for change in arguments.get("changes").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(path) = change.get("path").and_then(Value::as_str) {
+                    let deleted = change.get("kind").and_then(Value::as_str) == Some("delete");
+                    out.push(Reported { path: path.to_string(), deleted });
+                }
+            }
+        }
+        ToolKind::Other if WRITE_TOOLS.contains(&name.to_ascii_lowercase().as_str()) => {
+            let path = ["file_path", "path", "absolute_path"]
+                .iter()
+                .find_map(|k| arguments.get(k).and_then(Value::as_str).filter(|p| !p.is_empty()));
+            if let Some(path) = path {
+                out.push(Reported { path: path.to_string(), deleted: false });
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 /// Copies the latest state of each reported path of a completed turn into

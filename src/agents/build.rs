@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::artifacts::Reported;
+use super::artifacts::{reported_paths, Reported};
 use super::error::Failure;
 use super::log::{DeltaKind, EventKind};
 use super::parsed::{Parsed, SubagentOp, ToolKind};
@@ -26,8 +26,6 @@ pub const MAX_TEXT: usize = 256 * 1024;
 const MAX_LOG_LINE: usize = 4096;
 /// Log events per turn at most.
 const MAX_LOGS: usize = 1000;
-/// Tools whose `file_path`/`path` argument names a file they wrote.
-const WRITE_TOOLS: [&str; 6] = ["write_file", "replace", "edit", "write", "multiedit", "edit_file"];
 
 /// `text` cut to at most `max` bytes, at a character boundary.
 pub fn truncate(text: &str, max: usize) -> &str {
@@ -509,27 +507,143 @@ fn text_field(body: &mut ItemBody) -> &mut String {
     }
 }
 
-/// Paths a tool call reports as written.
-fn reported_paths(kind: ToolKind, name: &str, arguments: &Value) -> Vec<Reported> {
-    let mut out = Vec::new();
-    match kind {
-        ToolKind::FileChange => {
-            for change in arguments.get("changes").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(path) = change.get("path").and_then(Value::as_str) {
-                    let deleted = change.get("kind").and_then(Value::as_str) == Some("delete");
-                    out.push(Reported { path: path.to_string(), deleted });
-                }
-            }
-        }
-        ToolKind::Other if WRITE_TOOLS.contains(&name.to_ascii_lowercase().as_str()) => {
-            let path = ["file_path", "path", "absolute_path"]
-                .iter()
-                .find_map(|k| arguments.get(k).and_then(Value::as_str).filter(|p| !p.is_empty()));
-            if let Some(path) = path {
-                out.push(Reported { path: path.to_string(), deleted: false });
-            }
-        }
-        _ => {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::log::{EventLog, Read};
+    use crate::agents::session::{SessionHeader, SessionMeta};
+    use crate::agents::spec::AgentSpec;
+    use crate::agents::turn::{TurnRecord, TurnStatus};
+
+    fn session() -> Session {
+        let header = SessionHeader {
+            id: "agsess_t".into(),
+            created_at: 0.0,
+            spec: AgentSpec::default(),
+            meta: SessionMeta::default(),
+            metadata: serde_json::Map::new(),
+        };
+        let session = Session::new(&header, EventLog::in_memory(), None, std::env::temp_dir());
+        session.lock().turns.push(TurnRecord {
+            id: "turn_t".into(),
+            session_id: "agsess_t".into(),
+            prompt: "p".into(),
+            status: TurnStatus::InProgress,
+            created_at: 0.0,
+            started_at: None,
+            completed_at: None,
+            error: None,
+            usage: None,
+            items: Vec::new(),
+            keep: true,
+            instructions: None,
+            input_items: Vec::new(),
+            extra: serde_json::Map::new(),
+        });
+        session
     }
-    out
+
+    fn events(session: &Session) -> Vec<EventKind> {
+        match session.log.read(0, usize::MAX) {
+            Read::Events(events) => events.iter().map(|e| e.kind.clone()).collect(),
+            other => panic!("in memory: {other:?}"),
+        }
+    }
+
+    fn items(session: &Session) -> Vec<Item> {
+        session.lock().turns[0].items.clone()
+    }
+
+    #[test]
+    fn a_message_followed_by_work_is_commentary_and_the_last_one_the_answer() {
+        let session = session();
+        let mut b = TurnBuilder::new(&session, "turn_t", Redactor::default(), "codex", Some("/w".into()));
+        b.handle(Parsed::message("m1", "Let me look."));
+        b.handle(Parsed::ToolStart {
+            item_id: "c".into(),
+            kind: ToolKind::Command,
+            name: "command_execution".into(),
+            arguments: serde_json::json!({"command": "ls"}),
+            command: Some("ls".into()),
+            server: None,
+        });
+        b.handle(Parsed::ToolEnd {
+            item_id: "c".into(),
+            ok: false,
+            output: Some("boom".into()),
+            exit_code: Some(2),
+            error: None,
+        });
+        b.handle(Parsed::message("m2", "Done."));
+        b.handle(Parsed::Usage(crate::agents::parsed::UsageDelta {
+            input_tokens: 3,
+            output_tokens: 4,
+            ..Default::default()
+        }));
+        b.finalize(false);
+        let all = items(&session);
+        assert!(matches!(&all[0].body, ItemBody::Message { phase: Some(Phase::Commentary), .. }));
+        assert!(
+            matches!(&all[1].body, ItemBody::CommandExecution { exit_code: Some(2), output, cwd: Some(_), .. } if output == "boom")
+        );
+        assert_eq!(all[1].status, ItemStatus::Failed);
+        assert!(matches!(&all[2].body, ItemBody::Message { phase: Some(Phase::FinalAnswer), text } if text == "Done."));
+        assert_eq!(session.lock().turns[0].usage.as_ref().map(|u| u.total_tokens), Some(7));
+        let kinds: Vec<&str> = events(&session)
+            .iter()
+            .map(|e| match e {
+                EventKind::ItemAdded { .. } => "added",
+                EventKind::ItemDelta { .. } => "delta",
+                EventKind::ItemDone { .. } => "done",
+                _ => "other",
+            })
+            .collect();
+        // The tool's output came whole with its end: no delta for it.
+        assert_eq!(kinds, ["added", "delta", "done", "added", "done", "added", "delta", "done"]);
+    }
+
+    #[test]
+    fn a_secret_split_across_deltas_never_leaks() {
+        let session = session();
+        let mut b = TurnBuilder::new(&session, "turn_t", Redactor::new(["topsecret-value"]), "qwen-code", None);
+        for piece in ["the key is top", "secret-", "value, ok"] {
+            b.handle(Parsed::text_delta("m", piece));
+        }
+        b.handle(Parsed::message("m", "the key is topsecret-value, ok"));
+        b.finalize(false);
+        let streamed: String = events(&session)
+            .iter()
+            .filter_map(|e| match e {
+                EventKind::ItemDelta { delta, .. } => Some(delta.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed, "the key is [REDACTED], ok");
+        assert!(
+            matches!(&items(&session)[0].body, ItemBody::Message { text, .. } if text == "the key is [REDACTED], ok")
+        );
+    }
+
+    #[test]
+    fn an_aborted_turn_leaves_no_item_in_progress_and_a_bare_result_becomes_the_answer() {
+        let session = session();
+        let mut b = TurnBuilder::new(&session, "turn_t", Redactor::default(), "command", None);
+        b.handle(Parsed::text_delta("m", "half"));
+        b.handle(Parsed::tool_start("t", ToolKind::Mcp, "search", serde_json::Value::Null));
+        b.finalize(true);
+        let all = items(&session);
+        assert_eq!((all[0].status, all[1].status), (ItemStatus::Incomplete, ItemStatus::Failed));
+        assert!(matches!(&all[0].body, ItemBody::Message { text, phase: Some(Phase::FinalAnswer) } if text == "half"));
+
+        let session = super::tests::session();
+        let mut b = TurnBuilder::new(&session, "turn_t", Redactor::default(), "command", None);
+        b.handle(Parsed::result(true, Some("only a result".into()), None));
+        b.finalize(false);
+        assert!(
+            matches!(&items(&session)[0].body, ItemBody::Message { text, phase: Some(Phase::FinalAnswer) } if text == "only a result")
+        );
+        let mut b = TurnBuilder::new(&session, "turn_t", Redactor::default(), "command", None);
+        b.handle(Parsed::result(false, Some("quota gone".into()), None));
+        assert_eq!(b.result_failure(), Some(Failure::new("internal_error", "quota gone")));
+    }
 }

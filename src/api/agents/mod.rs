@@ -8,12 +8,13 @@
 //! - [`objects`]: sessions, turns, items, usage, artifacts, runtimes.
 //! - [`events`]: the server-sent events of a session's stream.
 //! - [`traces`], [`subagents`]: traces and subagent detail.
-//! - [`requests`]: request bodies and queries read into domain values.
+//! - [`requests`], [`tools`]: request bodies read into domain values.
 
 pub mod events;
 pub mod objects;
 pub mod requests;
 pub mod subagents;
+pub mod tools;
 pub mod traces;
 
 use serde::Serialize;
