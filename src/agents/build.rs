@@ -524,22 +524,11 @@ mod tests {
             metadata: serde_json::Map::new(),
         };
         let session = Session::new(&header, EventLog::in_memory(), None, std::env::temp_dir());
-        session.lock().turns.push(TurnRecord {
-            id: "turn_t".into(),
-            session_id: "agsess_t".into(),
-            prompt: "p".into(),
+        let turn = TurnRecord {
             status: TurnStatus::InProgress,
-            created_at: 0.0,
-            started_at: None,
-            completed_at: None,
-            error: None,
-            usage: None,
-            items: Vec::new(),
-            keep: true,
-            instructions: None,
-            input_items: Vec::new(),
-            extra: serde_json::Map::new(),
-        });
+            ..TurnRecord::queued("turn_t".into(), "agsess_t", "p".into())
+        };
+        session.lock().turns.push(turn);
         session
     }
 

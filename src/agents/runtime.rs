@@ -288,7 +288,11 @@ impl Agents {
             session.lock().closed = true;
             session.close_journal();
             session.log.close();
-            let _ = std::fs::remove_dir_all(session.dir());
+            let dir = session.dir().to_path_buf();
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn_blocking(move || std::fs::remove_dir_all(dir))),
+                Err(_) => drop(std::fs::remove_dir_all(dir)),
+            }
         }
     }
 
@@ -393,5 +397,60 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.session.lock();
         state.subscribers = state.subscribers.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::spec::CommandSpec;
+
+    async fn agents(max_sessions: usize, state: &std::path::Path) -> Arc<Agents> {
+        let config = AgentsConfig { state_dir: Some(state.to_path_buf()), max_sessions, ..AgentsConfig::default() };
+        Agents::start(config, Arc::new(ChildEnv::from_vars([], &[])), CancellationToken::new()).await
+    }
+
+    fn new_session(owner: &str) -> NewSession {
+        let command = CommandSpec { argv: vec!["/bin/true".into()], ..CommandSpec::default() };
+        NewSession {
+            spec: AgentSpec {
+                runtime: "command".into(),
+                workspace: "/tmp".into(),
+                command: Some(command),
+                ..AgentSpec::default()
+            },
+            meta: SessionMeta { owner: owner.into(), ..SessionMeta::default() },
+            metadata: Map::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_beyond_the_limit_are_evicted_oldest_first_and_owners_are_apart() {
+        let state = tempfile::tempdir().expect("state");
+        let agents = agents(2, state.path()).await;
+        let first = agents.create_session(new_session("a")).expect("first");
+        let second = agents.create_session(new_session("a")).expect("second");
+        let third = agents.create_session(new_session("a")).expect("third");
+        let ids: Vec<String> = agents.sessions("a", SessionKind::Session).iter().map(|s| s.id.clone()).collect();
+        assert_eq!(ids, [second.id.clone(), third.id.clone()]);
+        assert!(matches!(first.log.read(0, 1), Read::Closed), "its streams end");
+        assert!(
+            matches!(agents.session("b", &second.id), Err(AgentError::NotFound { .. })),
+            "a foreign id reads as unknown"
+        );
+        assert!(agents.sessions("b", SessionKind::Session).is_empty());
+    }
+
+    #[tokio::test]
+    async fn runtimes_are_selected_by_name_alias_or_default() {
+        let state = tempfile::tempdir().expect("state");
+        let agents = agents(10, state.path()).await;
+        assert_eq!(agents.select_runtime(None).ok(), Some("codex"));
+        assert_eq!(agents.select_runtime(Some("Claude")).ok(), Some("claude-code"));
+        assert!(matches!(agents.select_runtime(Some("cursor")), Err(AgentError::NotImplementedLocally { .. })));
+        assert_eq!(agents.default_runtime(), Some("codex"));
+        let bad =
+            NewSession { spec: AgentSpec { runtime: "command".into(), ..AgentSpec::default() }, ..new_session("a") };
+        assert!(matches!(agents.create_session(bad), Err(AgentError::Invalid { .. })), "command needs a program");
     }
 }

@@ -107,22 +107,7 @@ mod tests {
     use crate::agents::turn::TurnRecord;
 
     fn turn(id: &str, status: TurnStatus) -> TurnRecord {
-        TurnRecord {
-            id: id.into(),
-            session_id: "agsess_1".into(),
-            prompt: "p".into(),
-            status,
-            created_at: 1.0,
-            started_at: None,
-            completed_at: None,
-            error: None,
-            usage: None,
-            items: Vec::new(),
-            keep: true,
-            instructions: None,
-            input_items: Vec::new(),
-            extra: serde_json::Map::new(),
-        }
+        TurnRecord { status, ..TurnRecord::queued(id.into(), "agsess_1", "p".into()) }
     }
 
     #[test]

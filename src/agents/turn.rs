@@ -247,6 +247,26 @@ pub struct TurnSummary {
 }
 
 impl TurnRecord {
+    /// A turn queued now, with no items yet.
+    pub fn queued(id: String, session_id: &str, prompt: String) -> Self {
+        TurnRecord {
+            id,
+            session_id: session_id.to_string(),
+            prompt,
+            status: TurnStatus::Queued,
+            created_at: now(),
+            started_at: None,
+            completed_at: None,
+            error: None,
+            usage: None,
+            items: Vec::new(),
+            keep: true,
+            instructions: None,
+            input_items: Vec::new(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
     /// The summary events carry.
     pub fn summary(&self) -> TurnSummary {
         TurnSummary {

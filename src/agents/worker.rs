@@ -62,21 +62,13 @@ impl Agents {
         if state.queue.len() >= MAX_QUEUED_TURNS {
             return Err(AgentError::invalid("too many queued turns for this session", "events"));
         }
+        let id = input.turn_id.unwrap_or_else(|| format!("turn_{}", crate::ids::random_hex(12)));
         let turn = TurnRecord {
-            id: input.turn_id.unwrap_or_else(|| format!("turn_{}", crate::ids::random_hex(12))),
-            session_id: session.id.clone(),
-            prompt: input.prompt,
-            status: TurnStatus::Queued,
-            created_at: now(),
-            started_at: None,
-            completed_at: None,
-            error: None,
-            usage: None,
-            items: Vec::new(),
             keep: !input.hidden,
             instructions: input.instructions,
             input_items: input.input_items,
             extra: input.extra,
+            ..TurnRecord::queued(id, &session.id, input.prompt)
         };
         state.turns.push(turn.clone());
         state.queue.push_back(turn.id.clone());

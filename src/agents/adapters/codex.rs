@@ -321,12 +321,7 @@ mod tests {
     use crate::agents::spec::Provider;
 
     fn parse(lines: &[&str]) -> Vec<Parsed> {
-        let mut parser = CodexParser::default();
-        let mut out = Vec::new();
-        for line in lines {
-            parser.feed(line, &mut out);
-        }
-        out
+        crate::agents::adapters::parse_lines(&mut CodexParser::default(), lines)
     }
 
     #[test]

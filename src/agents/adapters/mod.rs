@@ -278,6 +278,16 @@ impl Adapters {
     }
 }
 
+/// Every event `parser` makes of `lines` (for tests of parsers).
+#[cfg(test)]
+pub fn parse_lines(parser: &mut dyn Parser, lines: &[&str]) -> Vec<Parsed> {
+    let mut out = Vec::new();
+    for line in lines {
+        parser.feed(line, &mut out);
+    }
+    out
+}
+
 /// A TOML key segment, quoted when it is not bare.
 pub fn toml_key(key: &str) -> String {
     if !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {

@@ -296,12 +296,7 @@ mod tests {
     use super::*;
 
     fn parse(lines: &[&str]) -> Vec<Parsed> {
-        let mut parser = StreamJsonParser::default();
-        let mut out = Vec::new();
-        for line in lines {
-            parser.feed(line, &mut out);
-        }
-        out
+        crate::agents::adapters::parse_lines(&mut StreamJsonParser::default(), lines)
     }
 
     #[test]
