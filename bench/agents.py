@@ -39,8 +39,8 @@ EVENTS = 100_000
 
 COMMAND_AGENT = """#!/bin/sh
 cat > /dev/null
-seq 1 %d | awk '{printf "{\\"type\\":\\"text_delta\\",\\"item_id\\":\\"m%%d\\",\\"text\\":\\"x\\"}\\n", int($1/1000)}'
-""" % EVENTS
+seq 1 "$1" | awk '{printf "{\\"type\\":\\"text_delta\\",\\"item_id\\":\\"m%d\\",\\"text\\":\\"x\\"}\\n", int($1/1000)}'
+"""
 
 FAKE_CODEX = """#!%s
 import json, sys
@@ -67,16 +67,19 @@ def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 
 def stream_to_end(port: int, sid: str) -> int:
-    """Reads the session's events from the start until the server ends the stream; returns the last `id`."""
+    """Reads the session's events from the start until the server ends the
+    stream, in 64 KiB reads (a line-by-line Python reader would be the
+    bottleneck); returns the last frame's `id`."""
     conn = http.client.HTTPConnection(HOST, port, timeout=600)
     conn.request("GET", f"/v1/agents/sessions/{sid}/events?after=0", headers=HEADERS)
     response = conn.getresponse()
-    last = 0
-    for raw in response:
-        if raw.startswith(b"id: "):
-            last = int(raw[4:])
+    tail = b""
+    while chunk := response.read1(65536):
+        tail = (tail + chunk)[-4096:]
     conn.close()
-    return last
+    at = tail.rfind(b"\nid: ")
+    start = at + 5 if at >= 0 else (4 if tail.startswith(b"id: ") else -1)
+    return int(tail[start:tail.index(b"\n", start)]) if start >= 0 else 0
 
 
 class Sampler:
@@ -144,16 +147,19 @@ def main() -> None:
         codex.write_text(FAKE_CODEX)
         codex.chmod(0o755)
         env = {"ABX_SERVER_ENABLED_GROUPS": "agents", "ABX_AGENTS_STATE_DIR": str(root / "state"),
+               "ABX_AGENTS_MAX_OUTPUT_BYTES": str(64 * 2**20),
                "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(root)}
 
-        with Server.start("ours", args.ours, env={**env, "ABX_AGENTS_STATE_DIR": str(root / "state-ours")}) as server:
-            mine = measure(server, {"runtime": "command", "command": [str(agent)]}, work)
-        if mine:
+        for count in (EVENTS, 3 * EVENTS):
+            with Server.start("ours", args.ours, env={**env, "ABX_AGENTS_STATE_DIR": str(root / f"state-{count}")}) as server:
+                mine = measure(server, {"runtime": "command", "command": [str(agent), str(count)]}, work)
+            if not mine:
+                continue
+            label = f"{count:,}"
             note = f"{mine['events']:,} events in {mine['seconds']:.2f} s"
-            print(row("agents: command agent printing 100,000 events, events/s to the stream's end", mine["rate"], None, "events/s", better="higher", note=note))
-            print(row("agents: daemon RSS before those events", mine["before"], None, "MiB", better="lower"))
-            print(row("agents: daemon RSS, peak while they flow", mine["peak"], None, "MiB", better="lower"))
-            print(row("agents: daemon RSS after", mine["after"], None, "MiB", better="lower"), flush=True)
+            print(row(f"agents: command agent printing {label} events, events/s to the stream's end", mine["rate"], None, "events/s", better="higher", note=note))
+            print(row(f"agents: daemon RSS before / peak / after ({label} events)", mine["peak"], None, "MiB", better="lower",
+                      note=f"{mine['before']:.1f} / {mine['peak']:.1f} / {mine['after']:.1f} MiB"), flush=True)
 
         results = {}
         for name, binary in (("ours", args.ours), ("reference", args.ref)):

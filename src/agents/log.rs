@@ -353,6 +353,20 @@ impl EventLog {
         seq
     }
 
+    /// Keeps only the newest `keep` events in memory when the log is on disk
+    /// (an idle session needs little memory; older events stay readable).
+    pub fn shrink(&self, keep: usize) {
+        let mut state = self.lock();
+        let Some(file) = state.file.as_mut() else { return };
+        file.flush();
+        while state.ring.len() > keep {
+            if let Some((_, w)) = state.ring.pop_front() {
+                state.ring_bytes -= w;
+            }
+        }
+        state.ring.shrink_to_fit();
+    }
+
     /// Writes buffered events to disk (at the end of a burst).
     pub fn flush(&self) {
         if let Some(file) = self.lock().file.as_mut() {
@@ -471,6 +485,21 @@ mod tests {
         log.append(None, EventKind::SessionIdle);
         let Read::OnDisk(read) = log.read(0, 2) else { panic!("old events are on disk") };
         assert_eq!(seqs(&read.run().expect("disk")), [1, 2]);
+    }
+
+    #[test]
+    fn an_idle_log_on_disk_keeps_little_in_memory_and_loses_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = EventLog::on_disk(&dir.path().join("events.jsonl")).expect("log");
+        log_text(&log, 500);
+        log.shrink(16);
+        assert_eq!(log.first_in_memory(), 485);
+        let Read::OnDisk(read) = log.read(0, 1000) else { panic!("older events are on disk") };
+        assert_eq!(read.run().expect("disk").len(), 1000.min(500));
+        let memory = EventLog::in_memory();
+        log_text(&memory, 50);
+        memory.shrink(16);
+        assert_eq!(memory.first_in_memory(), 1, "without a file nothing is dropped");
     }
 
     #[test]

@@ -27,6 +27,8 @@ use crate::process::ExecSpec;
 
 /// Turns waiting per session at most (the reference's limit).
 pub const MAX_QUEUED_TURNS: usize = 32;
+/// Events an idle session keeps in memory when its log is on disk.
+const IDLE_EVENTS_IN_MEMORY: usize = 64;
 /// `Idempotency-Key`s remembered per session.
 const MAX_KEYS: usize = 256;
 
@@ -175,7 +177,7 @@ impl Agents {
             self.execute(&session, &turn_id).await;
             session.lock().active = None;
         }
-        session.log.flush();
+        session.log.shrink(IDLE_EVENTS_IN_MEMORY);
     }
 
     async fn execute(&self, session: &Arc<Session>, turn_id: &str) {

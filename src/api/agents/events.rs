@@ -4,6 +4,7 @@
 //! `Last-Event-ID`); `event_id` is `evt_<seq, 10 digits>` with `_<n>` for
 //! the second and later events of one runtime event.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::objects::{item_object, SessionObject, TurnObject, UsageObject};
@@ -11,13 +12,38 @@ use crate::agents::log::{DeltaKind, Event, EventKind};
 use crate::agents::session::SessionView;
 use crate::agents::turn::{ItemBody, TurnStatus};
 
-/// One wire event: its type and its JSON.
+/// One wire event: its type and its JSON text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WireEvent {
     /// The SSE `event:` (and the JSON's `type`).
     pub kind: String,
-    /// The JSON.
-    pub data: Value,
+    /// The JSON, serialised.
+    pub data: String,
+}
+
+/// A text delta, the most frequent event: serialised without building a JSON tree.
+#[derive(Serialize)]
+struct Delta<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    event_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_index: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary_index: Option<u8>,
+    session_id: &'a str,
+    turn_id: Option<&'a str>,
+    item_id: &'a str,
+    output_index: usize,
+    delta: &'a str,
+}
+
+fn event_id(seq: u64, n: usize) -> String {
+    if n == 0 {
+        format!("evt_{seq:010}")
+    } else {
+        format!("evt_{seq:010}_{n}")
+    }
 }
 
 /// The wire events of `event` of the session `view` describes now.
@@ -29,13 +55,11 @@ pub fn map(event: &Event, view: &SessionView) -> Vec<WireEvent> {
     let mut add = |kind: &str, fields: Value| {
         let mut data = Map::new();
         data.insert("type".into(), json!(kind));
-        let n = out.len();
-        let event_id = if n == 0 { format!("evt_{:010}", event.seq) } else { format!("evt_{:010}_{n}", event.seq) };
-        data.insert("event_id".into(), json!(event_id));
+        data.insert("event_id".into(), json!(event_id(event.seq, out.len())));
         if let Value::Object(fields) = fields {
             data.extend(fields);
         }
-        out.push(WireEvent { kind: kind.to_string(), data: Value::Object(data) });
+        out.push(WireEvent { kind: kind.to_string(), data: Value::Object(data).to_string() });
     };
     let base = |extra: Value| {
         let mut map = Map::new();
@@ -88,20 +112,24 @@ pub fn map(event: &Event, view: &SessionView) -> Vec<WireEvent> {
             }
         }
         EventKind::ItemDelta { item_id, kind, delta, output_index } => {
-            let (name, index) = match kind {
-                DeltaKind::Text => ("agent.session.turn.output_text.delta", Some(("content_index", 0))),
-                DeltaKind::Reasoning => ("agent.session.turn.reasoning_summary_text.delta", Some(("summary_index", 0))),
-                DeltaKind::Output => ("agent.output.command_execution_output.delta", None),
+            let (name, content_index, summary_index) = match kind {
+                DeltaKind::Text => ("agent.session.turn.output_text.delta", Some(0), None),
+                DeltaKind::Reasoning => ("agent.session.turn.reasoning_summary_text.delta", None, Some(0)),
+                DeltaKind::Output => ("agent.output.command_execution_output.delta", None, None),
             };
-            let mut fields = Map::new();
-            if let Some((key, value)) = index {
-                fields.insert(key.into(), json!(value));
-            }
-            if let Value::Object(rest) = base(json!({"item_id": item_id, "output_index": output_index, "delta": delta}))
-            {
-                fields.extend(rest);
-            }
-            add(name, Value::Object(fields));
+            let wire = Delta {
+                kind: name,
+                event_id: event_id(event.seq, 0),
+                content_index,
+                summary_index,
+                session_id: sid,
+                turn_id: tid,
+                item_id,
+                output_index: *output_index,
+                delta,
+            };
+            let data = serde_json::to_string(&wire).unwrap_or_default();
+            return vec![WireEvent { kind: name.to_string(), data }];
         }
         EventKind::ItemDone { item } => {
             let idx = item.output_index;
