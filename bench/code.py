@@ -11,6 +11,11 @@ Workloads:
 - new context: create a Python context and run its first execution;
 - memory: the daemon plus one idle Python context (RSS of the whole process
   tree), against the ipykernel process;
+- rich results: `display(df)` of a 1,000-row data frame (text, HTML and the
+  frame's columns as `data`), and `plt.show()` of a 1,000-point line figure
+  (PNG and chart), p50 of round trips, against ipykernel (which sends text and
+  HTML, and a PNG without chart); and the chart extraction alone, timed in
+  this process on the same figure with the driver's extractor;
 - with --ref: `POST /code/run` of `print(1)` against the reference server.
 
 Both sides use this interpreter (its directory leads PATH), so the numbers
@@ -137,9 +142,66 @@ def ours(binary: str, env: dict[str, str], rounds: int) -> dict[str, float]:
         assert b'"text":"%d"' % rounds in lines, lines
         time.sleep(1.0)
         memory = sum(rss_kib(pid) for pid in tree(server.process.pid))
-        return {"p50": statistics.median(times), "p99": quantile(times, 0.99), "start": statistics.median(starts), "rss": memory}
+        run = lambda code: client.call("POST", "/execute", {"code": code, "context_id": context})  # noqa: E731
+        rich = rich_rows(run, b'"data":{', b'"chart":{')
+        return {"p50": statistics.median(times), "p99": quantile(times, 0.99), "start": statistics.median(starts), "rss": memory, **rich}
     finally:
         server.stop()
+
+
+FRAME = "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.default_rng(1).random((1000, 5)), columns=list('abcde'))"
+FIGURE = "import numpy as np, matplotlib.pyplot as plt\nplt.plot(np.linspace(0, 10, 1000), np.sin(np.linspace(0, 10, 1000)), label='sin')\nplt.title('t')\nplt.show()"
+
+
+def rich_rows(run, frame_mark: bytes, figure_mark: bytes) -> dict[str, float]:
+    """The rich-result rows a side can produce (a side without them, or without pandas, gets none)."""
+    rows = {}
+    for name, mark, figure in (("display", frame_mark, False), ("figure", figure_mark, True)):
+        try:
+            rows[name] = rich_rounds(run, mark, figure)
+        except (AssertionError, RuntimeError) as e:
+            print(f"{name}: {e}", file=sys.stderr)
+    return rows
+
+
+def rich_rounds(run, expect: bytes, figure: bool = False, rounds: int = 30) -> float:
+    """p50 of `display(df)` (or of showing FIGURE) through `run`, which returns the answer's bytes."""
+    run(FRAME if not figure else "import matplotlib.pyplot")
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        out = run(FIGURE if figure else "display(df)")
+        times.append(time.perf_counter() - began)
+        assert expect in out, out[:300]
+    return statistics.median(times)
+
+
+def chart_extraction(rounds: int = 30) -> float | None:
+    """p50 of the driver's chart extractor on FIGURE's figure, in this process."""
+    try:
+        import matplotlib
+
+        matplotlib.use("agg")
+        import io
+        import types
+
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    charts = types.ModuleType("charts")
+    source = Path(__file__).resolve().parents[1] / "src/code/drivers/python_charts.py"
+    exec(compile(source.read_text(), str(source), "exec"), charts.__dict__)
+    exec(FIGURE.replace("plt.show()", "fig = plt.gcf()"), namespace := {})
+    fig = namespace["fig"]
+    fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        chart = charts.figure_chart(fig)
+        times.append(time.perf_counter() - began)
+    assert chart["type"] == "line" and len(chart["elements"][0]["points"]) == 1000
+    plt.close("all")
+    return statistics.median(times)
 
 
 def jupyter(rounds: int) -> dict[str, float] | None:
@@ -167,7 +229,15 @@ def jupyter(rounds: int) -> dict[str, float] | None:
         time.sleep(1.0)
         pid = km.provisioner.process.pid  # type: ignore[union-attr]
         memory = sum(rss_kib(p) for p in tree(pid))
-        return {"p50": statistics.median(times), "p99": quantile(times, 0.99), "start": statistics.median(starts), "rss": memory}
+
+        def run(code: str) -> bytes:
+            outputs: list[dict] = []
+            reply = kc.execute_interactive(code, timeout=60, output_hook=outputs.append)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            return json.dumps([o["content"] for o in outputs]).encode()
+
+        rich = rich_rows(run, b"text/html", b"image/png")
+        return {"p50": statistics.median(times), "p99": quantile(times, 0.99), "start": statistics.median(starts), "rss": memory, **rich}
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -240,6 +310,9 @@ def main() -> None:
     print(row("warm round trip `x = x + 1; x`, p99", mine["p99"], theirs.get("p99"), "s"))
     print(row("new Python context + first execution, median", mine["start"], theirs.get("start"), "s"))
     print(row("memory: daemon + one idle Python context (vs the ipykernel process), RSS", mine["rss"], theirs.get("rss"), "kib"))
+    print(row("`display(df)` of a 1,000-row frame (text, HTML, data), p50", mine.get("display"), theirs.get("display"), "s"))
+    print(row("`plt.show()` of a 1,000-point line (PNG + chart; ipykernel: PNG), p50", mine.get("figure"), theirs.get("figure"), "s"))
+    print(row("chart extraction of that figure alone, p50", chart_extraction(), None, "s"))
     if args.ref:
         groups = {**env, "ABX_SERVER_ENABLED_GROUPS": "dev_tools"}
         mine_run = one_shot(args.ours, ["--pty-port", "0", "--code-port", "off"], groups, 30)

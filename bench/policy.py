@@ -9,12 +9,22 @@ more patterns on every file endpoint, rate and concurrency limits high enough
 never to refuse, audit modes). Then it drives each with wrk, in alternation,
 and reports the medians.
 
-The workload is `GET /files/stat` of an existing file, named by its absolute
-path (the reference resolves a relative one against its working directory,
-not its base directory), the same request on both sides.
+The default workload is `GET /files/stat` of an existing file, named by its
+absolute path (the reference resolves a relative one against its working
+directory, not its base directory), the same request on both sides. The
+other ports' workloads measure the same pipeline in front of them (ours
+only; the reference serves neither port):
+
+- `--workload envd-stat`: envd's `filesystem.Filesystem/Stat` of the same
+  file (a Connect unary call on the envd port), governed by `files_stat`;
+- `--workload code-execute`: `POST /execute {"code": "1"}` on the code port,
+  in the warm default Python context (the first call starts it, during the
+  warm-up), governed by `process_start`. The kernel's own time is the same
+  in every configuration and its CPU is a child's, not counted per request.
 
 Usage:
     bench/policy.py --ours target/release/agent-sandbox-server [--ref /path/to/agent-sandbox-server]
+                    [--workload files-stat|envd-stat|code-execute]
                     [--seconds 4] [--rounds 5] [--connections 16] [--threads 2] [--no-pin] [--json FILE]
 
 Besides throughput and latency it reports the server's CPU time per request
@@ -123,7 +133,7 @@ def request(port: int, method: str, path: str, body: bytes | None, token: str | 
 class Server:
     """One server (ours or the reference) in one configuration, on loopback."""
 
-    def __init__(self, side: str, binary: str, config: str, pin: str | None) -> None:
+    def __init__(self, side: str, binary: str, config: str, pin: str | None, ports: bool = False) -> None:
         self.side, self.config = side, config
         self._tmp = tempfile.TemporaryDirectory(prefix=f"bench-policy-{side}-{config}-")
         root = Path(self._tmp.name)
@@ -135,6 +145,11 @@ class Server:
         env["ABX_SERVER_BASE_DIR"] = str(self.base)
         args = [binary, "serve", "--host", HOST, "--port", str(self.port), "--pty-port", str(pty_port)]
         args += ["--base-dir", str(self.base)]
+        self.envd_port = self.code_port = 0
+        if ports:
+            # Our other listeners, on free ports (the reference has neither).
+            self.envd_port, self.code_port = free_port(), free_port()
+            args += ["--envd-port", str(self.envd_port), "--code-port", str(self.code_port)]
         self.token: str | None = None
         if config == "token":
             env["ABX_SERVER_TOKEN"] = self.token = TOKEN
@@ -166,13 +181,22 @@ class Server:
         self._tmp.cleanup()
 
 
-LABEL = "GET /files/stat"
+LABELS = {
+    "files-stat": "GET /files/stat",
+    "envd-stat": "envd Filesystem/Stat",
+    "code-execute": "code POST /execute (warm context)",
+}
 
 
-def workload(server: Server) -> tuple[str, str, bytes | None, str]:
-    """(method, path, body, label) of the measured request on `server`."""
-    path = "/files/stat?path=" + urllib.parse.quote(str(server.base / "bench" / "notes.txt"))
-    return "GET", path, None, LABEL
+def workload(server: Server, kind: str) -> tuple[str, int, str, bytes | None, str]:
+    """(method, port, path, body, label) of the measured request on `server`."""
+    notes = str(server.base / "bench" / "notes.txt")
+    if kind == "envd-stat":
+        body = json.dumps({"path": notes}).encode()
+        return "POST", server.envd_port, "/filesystem.Filesystem/Stat", body, LABELS[kind]
+    if kind == "code-execute":
+        return "POST", server.code_port, "/execute", b'{"code": "1"}', LABELS[kind]
+    return "GET", server.port, "/files/stat?path=" + urllib.parse.quote(notes), None, LABELS[kind]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -183,7 +207,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: float) -> dict:
-    method, path, body, _ = work
+    method, port, path, body, _ = work
     headers = [("Content-Type", "application/json")] if body is not None else []
     if server.token:
         headers.append(("Authorization", f"Bearer {server.token}"))
@@ -200,7 +224,7 @@ def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: floa
     cpu_before = cpu_seconds(server.process.pid)
     try:
         out = subprocess.run(
-            [*command, f"http://{HOST}:{server.port}{path}"], capture_output=True, text=True, timeout=seconds + 60, check=True
+            [*command, f"http://{HOST}:{port}{path}"], capture_output=True, text=True, timeout=seconds + 60, check=True
         ).stdout
     finally:
         os.unlink(script.name)
@@ -213,14 +237,15 @@ def run_wrk(server: Server, work: tuple, args: argparse.Namespace, seconds: floa
 
 def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str]:
     """Medians per configuration for one side, configurations alternating within each round."""
-    servers = {c: Server(side, binary, c, args.server_cpus if args.pin else None) for c in CONFIGS}
+    ports = args.workload != "files-stat"
+    servers = {c: Server(side, binary, c, args.server_cpus if args.pin else None, ports) for c in CONFIGS}
     try:
-        works = {config: workload(server) for config, server in servers.items()}
+        works = {config: workload(server, args.workload) for config, server in servers.items()}
         for config, server in servers.items():
             work = works[config]
-            status = request(server.port, work[0], work[1], work[2], server.token)
+            status = request(work[1], work[0], work[2], work[3], server.token)
             if status != 200:
-                raise RuntimeError(f"{side} ({config}): {work[3]} answers {status}, expected 200")
+                raise RuntimeError(f"{side} ({config}): {work[4]} answers {status}, expected 200")
             run_wrk(server, work, args, 1)  # warm-up
         runs: dict[str, list[dict]] = {c: [] for c in CONFIGS}
         for r in range(args.rounds):
@@ -243,7 +268,7 @@ def measure(side: str, binary: str, args: argparse.Namespace) -> tuple[dict, str
             medians[config]["failed"] = sum(r["non_2xx"] + r["socket_errors"] for r in results)
             medians[config]["requests"] = sum(r["requests"] for r in results)
             medians[config]["cpu_overhead_percent"] = paired.get(config, 0.0)
-        return medians, LABEL
+        return medians, LABELS[args.workload]
     finally:
         for server in servers.values():
             server.stop()
@@ -276,6 +301,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ours", required=True, help="our agent-sandbox-server binary (a release build)")
     parser.add_argument("--ref", help="the reference agent-sandbox-server entry point (optional)")
+    parser.add_argument("--workload", choices=sorted(LABELS), default="files-stat",
+                        help="the measured request (default files-stat; the others are ours only)")
     parser.add_argument("--seconds", type=int, default=4, help="seconds per wrk run (default 4)")
     parser.add_argument("--rounds", type=int, default=5, help="runs per configuration; medians are reported (default 5)")
     parser.add_argument("--connections", type=int, default=16)
@@ -291,6 +318,8 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt-get install -y wrk)")
 
+    if args.ref and args.workload != "files-stat":
+        sys.exit("the reference serves neither the envd nor the code port: drop --ref")
     sides = {"ours": args.ours, **({"reference": args.ref} if args.ref else {})}
     results, label = {}, ""
     for side, binary in sides.items():

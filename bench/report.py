@@ -154,7 +154,7 @@ def main() -> int:
         "# Benchmarks",
         "",
         "Our daemon and the Python reference server, side by side on loopback, the same",
-        "workloads in alternation. Produced by `bench/run` (see README, \"Benchmarks\").",
+        "workloads in alternation. Produced by `bench/run` (see docs/benchmarks.md).",
         "**ratio** is how many times better ours is: reference ÷ ours for times and",
         "memory, ours ÷ reference for rates; above 1 means ours is better.",
         "",

@@ -156,9 +156,24 @@ pub struct ServeArgs {
     /// bash interpreter [default: bash].
     #[arg(long, env = "ABX_CODE_BASH", value_name = "PROGRAM")]
     pub code_bash: Option<String>,
+    /// R interpreter of code contexts [default: Rscript].
+    #[arg(long, env = "ABX_CODE_R", value_name = "PROGRAM")]
+    pub code_r: Option<String>,
+    /// Java launcher of code contexts, from a JDK (JShell runs the cells) [default: java].
+    #[arg(long, env = "ABX_CODE_JAVA", value_name = "PROGRAM")]
+    pub code_java: Option<String>,
+    /// Browser program of the browser group, a path or a name on PATH [default: chromium].
+    #[arg(long, env = "ABX_BROWSER_PATH", value_name = "PROGRAM")]
+    pub browser_path: Option<String>,
+    /// Close the browser after this many seconds without browser calls; 0 never [default: 300].
+    #[arg(long, env = "ABX_BROWSER_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub browser_idle_timeout_seconds: Option<f64>,
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
+    /// Serve `GET /metrics` without credentials (a `locked` policy still switches it off) [default: false].
+    #[arg(long, env = "ABX_SERVER_METRICS_ANONYMOUS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_anonymous: Option<bool>,
 }
 
 /// The TOML config file; every key optional, unknown keys refused.
@@ -210,8 +225,18 @@ pub struct FileConfig {
     pub code_node: Option<String>,
     /// bash interpreter.
     pub code_bash: Option<String>,
+    /// R interpreter.
+    pub code_r: Option<String>,
+    /// Java launcher.
+    pub code_java: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
+    /// Browser program (a path, or a name on `PATH`).
+    pub browser_path: Option<String>,
+    /// Seconds without browser calls before the browser is closed (0: never).
+    pub browser_idle_timeout_seconds: Option<f64>,
+    /// Whether `GET /metrics` answers without credentials.
+    pub metrics_anonymous: Option<bool>,
 }
 
 /// Why a configuration cannot be used.
@@ -296,10 +321,14 @@ pub struct Config {
     pub code: CodeSettings,
     /// Whether uploads are `fdatasync`ed before they are put in place.
     pub sync_writes: bool,
+    /// Whether `GET /metrics` answers without credentials.
+    pub metrics_anonymous: bool,
     /// envd data-plane port (0 picks a free one); `None` when off.
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
+    /// How the browser group runs its browser.
+    pub browser: crate::browser::BrowserSettings,
 }
 
 /// Settings of code execution.
@@ -357,6 +386,15 @@ impl Config {
             args.code_keepalive_seconds.or(file.code_keepalive_seconds),
             DEFAULT_CODE_KEEPALIVE,
         )?;
+        let browser_idle = seconds(
+            "browser_idle_timeout_seconds",
+            args.browser_idle_timeout_seconds.or(file.browser_idle_timeout_seconds),
+            crate::browser::DEFAULT_IDLE_TIMEOUT,
+        )?;
+        let browser = crate::browser::BrowserSettings {
+            program: args.browser_path.or(file.browser_path).filter(|p| !p.is_empty()),
+            idle_timeout: (!browser_idle.is_zero()).then_some(browser_idle),
+        };
         let defaults = crate::code::Interpreters::default();
         let code = CodeSettings {
             max_contexts: args.code_max_contexts.or(file.code_max_contexts).unwrap_or(DEFAULT_CODE_MAX_CONTEXTS),
@@ -366,6 +404,8 @@ impl Config {
                 python: args.code_python.or(file.code_python).unwrap_or(defaults.python),
                 node: args.code_node.or(file.code_node).unwrap_or(defaults.node),
                 bash: args.code_bash.or(file.code_bash).unwrap_or(defaults.bash),
+                r: args.code_r.or(file.code_r).unwrap_or(defaults.r),
+                java: args.code_java.or(file.code_java).unwrap_or(defaults.java),
             },
         };
         Ok(Config {
@@ -387,8 +427,10 @@ impl Config {
             code_port: args.code_port.or(file.code_port).unwrap_or(PortSetting::Port(DEFAULT_CODE_PORT)).port(),
             code,
             sync_writes: args.sync_writes.or(file.sync_writes).unwrap_or(false),
+            metrics_anonymous: args.metrics_anonymous.or(file.metrics_anonymous).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
+            browser,
         })
     }
 
@@ -496,6 +538,20 @@ mod tests {
     }
 
     #[test]
+    fn browser_settings_merge_flags_over_the_file() {
+        let file = parse_file("browser_path = \"/opt/chrome\"\nbrowser_idle_timeout_seconds = 0\n").expect("valid");
+        let config = Config::merge(ServeArgs::default(), file.clone(), None).expect("valid");
+        assert_eq!(config.browser.program.as_deref(), Some("/opt/chrome"));
+        assert_eq!(config.browser.idle_timeout, None, "0 keeps the browser");
+        let args = ServeArgs { browser_idle_timeout_seconds: Some(2.5), ..ServeArgs::default() };
+        let config = Config::merge(args, file, None).expect("valid");
+        assert_eq!(config.browser.idle_timeout, Some(Duration::from_millis(2500)));
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid");
+        assert_eq!(defaults.browser.idle_timeout, Some(crate::browser::DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(defaults.browser.program, None);
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let err = parse_file("prot = 9000\n").expect_err("unknown key");
         assert!(err.contains("prot"), "{err}");
@@ -529,7 +585,12 @@ mod tests {
             "code_python",
             "code_node",
             "code_bash",
+            "code_r",
+            "code_java",
             "sync_writes",
+            "browser_path",
+            "browser_idle_timeout_seconds",
+            "metrics_anonymous",
         ] {
             assert!(
                 text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),

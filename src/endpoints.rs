@@ -32,11 +32,15 @@ pub enum Group {
     Browser,
     /// Local agents API (opt-in).
     Agents,
+    /// envd's protocol, served on the envd port (this server's own group).
+    Envd,
+    /// The code-interpreter protocol, served on the code port (this server's own group).
+    CodeInterpreter,
 }
 
 impl Group {
-    /// Every group, in the reference's order.
-    pub const ALL: [Group; 9] = [
+    /// Every group: the reference's nine in its order, then this server's own.
+    pub const ALL: [Group; 11] = [
         Group::Core,
         Group::Commands,
         Group::FileOps,
@@ -46,6 +50,8 @@ impl Group {
         Group::DevTools,
         Group::Browser,
         Group::Agents,
+        Group::Envd,
+        Group::CodeInterpreter,
     ];
 
     /// The wire name of the group (`file_ops`, `dev_tools`, ...).
@@ -60,6 +66,8 @@ impl Group {
             Group::DevTools => "dev_tools",
             Group::Browser => "browser",
             Group::Agents => "agents",
+            Group::Envd => "envd",
+            Group::CodeInterpreter => "code_interpreter",
         }
     }
 
@@ -77,6 +85,53 @@ impl Group {
 impl fmt::Display for Group {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The listener an endpoint is served on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Port {
+    /// The API port (9000): the reference's HTTP API.
+    Api,
+    /// The PTY port (9001): the terminal WebSocket.
+    Pty,
+    /// The envd port (49983): envd's Connect services and plain endpoints, for the `e2b` SDK.
+    Envd,
+    /// The code-interpreter port (49999), for `e2b-code-interpreter`.
+    Code,
+}
+
+impl Port {
+    /// Every port.
+    pub const ALL: [Port; 4] = [Port::Api, Port::Pty, Port::Envd, Port::Code];
+
+    /// The listener's name (`api`, `pty`, `envd`, `code`), as logs and audit lines spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Port::Api => "api",
+            Port::Pty => "pty",
+            Port::Envd => "envd",
+            Port::Code => "code",
+        }
+    }
+}
+
+/// What a signed envd `/files` URL may do: the operation its signature names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignedOp {
+    /// `GET /files`.
+    Read,
+    /// `POST /files`.
+    Write,
+}
+
+impl SignedOp {
+    /// The word the signature covers (`read`, `write`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SignedOp::Read => "read",
+            SignedOp::Write => "write",
+        }
     }
 }
 
@@ -248,9 +303,23 @@ pub struct Endpoint {
     /// Whether the endpoint is this server's extension (not in the reference's table).
     pub extension: bool,
     /// For an extension, the reference endpoint whose policy rules govern it
-    /// too (a rule for `files_download_stream` also governs `files_content_read`),
-    /// so a policy written for the reference server cannot be bypassed through it.
+    /// too (a rule for `files_download_stream` also governs `files_content_read`,
+    /// envd's `Stat` is governed by `files_stat`), so a policy written for the
+    /// reference server cannot be bypassed through it: every selector that
+    /// selects the governing endpoint (its group, a glob on its id, its id)
+    /// selects this one too, and both count against the same rate and
+    /// concurrency limits.
     pub governed_by: Option<&'static str>,
+    /// The listener serving it.
+    pub port: Port,
+    /// For an envd `/files` route: a URL signed for this operation stands for credentials.
+    pub signed: Option<SignedOp>,
+    /// Whether a `?token=` query parameter stands for the credential headers
+    /// (the PTY WebSocket: browsers cannot set headers on one).
+    pub query_token: bool,
+    /// A second endpoint whose rule a call must also pass when it asks for
+    /// more than its own (envd `Start` with a terminal is also `pty_create_session`).
+    pub also: Option<&'static str>,
 }
 
 impl Endpoint {
@@ -277,7 +346,31 @@ impl Endpoint {
             streamed_body: false,
             extension: false,
             governed_by: None,
+            port: Port::Api,
+            signed: None,
+            query_token: false,
+            also: None,
         }
+    }
+
+    const fn on(mut self, port: Port) -> Self {
+        self.port = port;
+        self
+    }
+
+    const fn signed(mut self, op: SignedOp) -> Self {
+        self.signed = Some(op);
+        self
+    }
+
+    const fn query_token(mut self) -> Self {
+        self.query_token = true;
+        self
+    }
+
+    const fn also(mut self, id: &'static str) -> Self {
+        self.also = Some(id);
+        self
     }
 
     const fn limits(mut self, limits: &'static [Limit]) -> Self {
@@ -345,9 +438,20 @@ impl Endpoint {
         self.method == Method::Ws
     }
 
-    /// Whether the endpoint can never be disabled.
+    /// Whether the endpoint can never be disabled: the core group, and the
+    /// other ports' health probes (governed by `health`).
     pub fn is_core(&self) -> bool {
-        self.group == Group::Core
+        self.group == Group::Core || self.governed_by.and_then(find).is_some_and(|g| g.group == Group::Core)
+    }
+
+    /// The endpoint whose rule governs this one: its `governed_by`, else itself.
+    pub fn governing(&'static self) -> &'static Endpoint {
+        self.governed_by.and_then(find).unwrap_or(self)
+    }
+
+    /// Whether the endpoint speaks envd's Connect protocol (its errors are Connect errors).
+    pub fn is_connect(&self) -> bool {
+        self.port == Port::Envd && (self.path.starts_with("/filesystem.") || self.path.starts_with("/process."))
     }
 }
 
@@ -364,6 +468,40 @@ const fn ep(
     scopes: &'static [&'static str],
 ) -> Endpoint {
     Endpoint::new(id, method, path, group, scopes)
+}
+
+/// A route of another port than the API's, in its own group, governed by
+/// the native endpoint `governed_by`, with its scopes.
+const fn elsewhere(
+    port: Port,
+    group: Group,
+    (id, method, path): (&'static str, Method, &'static str),
+    governed_by: &'static str,
+    scopes: &'static [&'static str],
+) -> Endpoint {
+    Endpoint::new(id, method, path, group, scopes).on(port).extension().governed_by(governed_by)
+}
+
+/// An envd route.
+const fn envd(
+    id: &'static str,
+    method: Method,
+    path: &'static str,
+    by: &'static str,
+    scopes: &'static [&'static str],
+) -> Endpoint {
+    elsewhere(Port::Envd, Envd, (id, method, path), by, scopes)
+}
+
+/// A code-port route.
+const fn code(
+    id: &'static str,
+    method: Method,
+    path: &'static str,
+    by: &'static str,
+    scopes: &'static [&'static str],
+) -> Endpoint {
+    elsewhere(Port::Code, CodeInterpreter, (id, method, path), by, scopes)
 }
 
 const fn agent(id: &'static str, method: Method, path: &'static str, summary: &'static str) -> Endpoint {
@@ -528,6 +666,8 @@ pub static ENDPOINTS: &[Endpoint] = &[
     ep("browser_console", Get, "/browser/console", Browser, &["browser:use"]).summary("The page's console messages."),
     // terminal, served by the PTY listener
     ep("pty_connect", Ws, "/pty", Terminal, &["terminal:use"])
+        .on(Port::Pty)
+        .query_token()
         .streaming()
         .summary("Attach to a terminal session over WebSocket on the PTY port."),
     // agents (opt-in)
@@ -718,6 +858,106 @@ pub static ENDPOINTS: &[Endpoint] = &[
         "Send a signed test event.",
     ),
     agent("agents_webhook_event_types", Get, "/v1/webhook_event_types", "Webhook event types."),
+    // system extension: Prometheus metrics of the pipeline
+    ep("metrics", Get, "/metrics", System, &["system:read"])
+        .extension()
+        .governed_by("system_metrics")
+        .summary("Request counts, latencies, bytes and live resources in the Prometheus text format."),
+    // envd (49983): every route, each governed by the native endpoint of the same power
+    envd("envd_health", Get, "/health", "health", &[]).anonymous().summary("envd's liveness probe."),
+    envd("envd_metrics", Get, "/metrics", "system_metrics", &["system:read"])
+        .summary("CPU, memory and disk as envd's JSON metrics."),
+    envd("envd_envs", Get, "/envs", "env_get", &["system:read"])
+        .params(&[P::AllowVars, P::DenyVars])
+        .summary("The variables /init set."),
+    envd("envd_init", Post, "/init", "env_set", &["envd:init"])
+        .params(&[P::AllowVars, P::DenyVars])
+        .summary("Set variables, the envd access token, the default user and working directory."),
+    envd("envd_files_read", Get, "/files", "files_download_stream", &["files:read"])
+        .limits(&[L::MaxBytes])
+        .paths()
+        .signed(SignedOp::Read)
+        .summary("Download a file, streamed, with ranges and gzip; a signed URL stands for credentials."),
+    envd("envd_files_write", Post, "/files", "files_upload_stream", &["files:write"])
+        .limits(&[L::MaxBytes])
+        .params(UPLOAD_PARAMS)
+        .paths()
+        .streamed_body()
+        .signed(SignedOp::Write)
+        .summary("Upload files (multipart or raw, optionally gzip), written atomically."),
+    envd("envd_stat", Post, "/filesystem.Filesystem/Stat", "files_stat", &["files:read"])
+        .paths()
+        .summary("Filesystem.Stat: one entry."),
+    envd("envd_list_dir", Post, "/filesystem.Filesystem/ListDir", "files_list", &["files:read"])
+        .limits(&[L::MaxDepth, L::MaxEntries])
+        .paths()
+        .summary("Filesystem.ListDir: entries to a depth."),
+    envd("envd_make_dir", Post, "/filesystem.Filesystem/MakeDir", "files_mkdir", &["files:write"])
+        .paths()
+        .summary("Filesystem.MakeDir: a directory and its parents."),
+    envd("envd_move", Post, "/filesystem.Filesystem/Move", "files_move", &["files:write", "files:delete"])
+        .paths()
+        .summary("Filesystem.Move: rename or move an entry."),
+    envd("envd_remove", Post, "/filesystem.Filesystem/Remove", "files_delete", &["files:delete"])
+        .paths()
+        .summary("Filesystem.Remove: a file or a tree."),
+    envd("envd_watch_dir", Post, "/filesystem.Filesystem/WatchDir", "files_watch", &["files:read"])
+        .limits(&[L::MaxDurationSeconds])
+        .paths()
+        .streaming()
+        .summary("Filesystem.WatchDir: events of a directory as a stream."),
+    envd("envd_create_watcher", Post, "/filesystem.Filesystem/CreateWatcher", "files_watch", &["files:read"])
+        .limits(&[L::MaxDurationSeconds])
+        .paths()
+        .summary("Filesystem.CreateWatcher: a watch polled with GetWatcherEvents."),
+    envd("envd_get_watcher_events", Post, "/filesystem.Filesystem/GetWatcherEvents", "files_watch", &["files:read"])
+        .summary("Filesystem.GetWatcherEvents: the events a watcher gathered."),
+    envd("envd_remove_watcher", Post, "/filesystem.Filesystem/RemoveWatcher", "files_watch", &["files:read"])
+        .summary("Filesystem.RemoveWatcher: end a watcher."),
+    envd("envd_process_start", Post, "/process.Process/Start", "process_start", &["process:run"])
+        .limits(EXEC_LIMITS)
+        .params(EXEC_PARAMS)
+        .paths()
+        .exec()
+        .streaming()
+        .also("pty_create_session")
+        .summary("Process.Start: a process (or a terminal) and its events."),
+    envd("envd_process_connect", Post, "/process.Process/Connect", "process_output", &["process:read"])
+        .streaming()
+        .summary("Process.Connect: a process's events, replayed then live."),
+    envd("envd_process_list", Post, "/process.Process/List", "process_list", &["process:read"])
+        .summary("Process.List: running processes."),
+    envd("envd_process_send_input", Post, "/process.Process/SendInput", "process_stdin", &["process:manage"])
+        .summary("Process.SendInput: write to stdin or the terminal."),
+    envd("envd_process_stream_input", Post, "/process.Process/StreamInput", "process_stdin", &["process:manage"])
+        .streamed_body()
+        .summary("Process.StreamInput: a stream of input messages."),
+    envd("envd_process_close_stdin", Post, "/process.Process/CloseStdin", "process_stdin", &["process:manage"])
+        .summary("Process.CloseStdin: close a process's stdin."),
+    envd("envd_process_send_signal", Post, "/process.Process/SendSignal", "process_signal", &["process:manage"])
+        .params(&[P::AllowedSignals])
+        .summary("Process.SendSignal: SIGTERM or SIGKILL to a process's group."),
+    envd("envd_process_update", Post, "/process.Process/Update", "pty_resize", &["terminal:use"])
+        .summary("Process.Update: resize a terminal process."),
+    // code interpreter (49999): executing code is process execution
+    code("code_health", Get, "/health", "health", &[]).anonymous().summary("The code port's liveness probe."),
+    code("code_execute", Post, "/execute", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
+        .exec()
+        .streaming()
+        .summary("Execute code in a context; output as NDJSON lines."),
+    code("code_contexts_create", Post, "/contexts", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
+        .paths()
+        .exec()
+        .summary("Start a context (a kernel) in a working directory."),
+    code("code_contexts_list", Get, "/contexts", "process_list", &["process:read"]).summary("The live contexts."),
+    code("code_contexts_restart", Post, "/contexts/{id}/restart", "process_start", &["process:run"])
+        .params(EXEC_PARAMS)
+        .exec()
+        .summary("Restart a context's kernel, clearing its state."),
+    code("code_contexts_delete", Delete, "/contexts/{id}", "process_signal", &["process:manage"])
+        .summary("End a context and its kernel."),
 ];
 
 /// Looks an endpoint up by id.
@@ -745,40 +985,78 @@ mod tests {
     }
 
     #[test]
-    fn bindings_are_unique() {
+    fn bindings_are_unique_per_port() {
         let mut seen = HashSet::new();
         for e in ENDPOINTS {
-            assert!(seen.insert((e.method, e.path)), "{} {} bound twice", e.method.as_str(), e.path);
+            assert!(seen.insert((e.port, e.method, e.path)), "{} {} bound twice", e.method.as_str(), e.path);
         }
+    }
+
+    /// The reference's endpoints: the API and PTY ports' entries that are not extensions.
+    fn reference() -> impl Iterator<Item = &'static Endpoint> {
+        ENDPOINTS.iter().filter(|e| !e.extension)
     }
 
     #[test]
     fn group_sizes_match_the_reference() {
-        let count = |g| ids_of(g).count();
+        let count = |g| reference().filter(|e| e.group == g).count();
         assert_eq!(count(Core), 3);
         assert_eq!(count(Commands), 2);
-        assert_eq!(count(FileOps), 14);
+        assert_eq!(count(FileOps), 10);
         assert_eq!(count(Process), 8);
         assert_eq!(count(Terminal), 6);
         assert_eq!(count(System), 6);
         assert_eq!(count(DevTools), 3);
         assert_eq!(count(Browser), 8);
         assert_eq!(count(Agents), 70);
-        assert_eq!(ENDPOINTS.len(), 120);
+        assert_eq!(reference().count(), 116);
+        assert!(reference().all(|e| matches!(e.port, Port::Api | Port::Pty)));
     }
 
     #[test]
     fn the_reference_table_is_kept_and_extensions_are_marked() {
-        let reference: Vec<_> = ENDPOINTS.iter().filter(|e| !e.extension).collect();
-        assert_eq!(reference.len(), 116);
-        let reference_file_ops = reference.iter().filter(|e| e.group == FileOps).count();
-        assert_eq!(reference_file_ops, 10);
-        let extensions: Vec<_> = ENDPOINTS.iter().filter(|e| e.extension).map(|e| e.id).collect();
+        let api_extensions: Vec<_> =
+            ENDPOINTS.iter().filter(|e| e.extension && e.port == Port::Api).map(|e| e.id).collect();
         assert_eq!(
-            extensions,
-            ["files_content_read", "files_content_write", "files_upload_status", "files_upload_cancel"]
+            api_extensions,
+            ["files_content_read", "files_content_write", "files_upload_status", "files_upload_cancel", "metrics"]
         );
-        assert!(ENDPOINTS.iter().filter(|e| e.streamed_body).all(|e| e.id == "files_content_write"));
+        let streamed: Vec<_> = ENDPOINTS.iter().filter(|e| e.streamed_body).map(|e| e.id).collect();
+        assert_eq!(streamed, ["files_content_write", "envd_files_write", "envd_process_stream_input"]);
+        assert_eq!(ENDPOINTS.iter().filter(|e| e.port == Port::Envd).count(), 23);
+        assert_eq!(ENDPOINTS.iter().filter(|e| e.port == Port::Code).count(), 6);
+        let pty: Vec<_> = ENDPOINTS.iter().filter(|e| e.port == Port::Pty).map(|e| e.id).collect();
+        assert_eq!(pty, ["pty_connect"]);
+    }
+
+    #[test]
+    fn every_extension_is_governed_by_a_reference_endpoint_of_its_power() {
+        for e in ENDPOINTS.iter().filter(|e| e.extension) {
+            let governing =
+                e.governed_by.and_then(find).unwrap_or_else(|| panic!("{} has no governing endpoint", e.id));
+            assert!(!governing.extension, "{} is governed by another extension", e.id);
+            assert!(!e.paths || governing.paths, "{}: path rules must reach it as they reach {}", e.id, governing.id);
+            assert_eq!(e.auth_required, governing.auth_required, "{}", e.id);
+            for limit in e.limits {
+                assert!(governing.accepts_limit(*limit), "{}: {limit} unknown to {}", e.id, governing.id);
+            }
+            for param in e.params {
+                assert!(governing.accepts_param(*param), "{}: {param} unknown to {}", e.id, governing.id);
+            }
+        }
+        let also: Vec<_> = ENDPOINTS.iter().filter_map(|e| e.also).collect();
+        assert!(also.iter().all(|id| find(id).is_some()), "{also:?}");
+    }
+
+    #[test]
+    fn docs_ports_names_the_rule_governing_every_extension() {
+        let doc = include_str!("../docs/ports.md");
+        for e in ENDPOINTS.iter().filter(|e| e.extension) {
+            let governing = e.governed_by.unwrap_or_default();
+            let row = doc.lines().find(|l| l.contains(&format!("| `{}` |", e.id)));
+            let row = row.unwrap_or_else(|| panic!("docs/ports.md has no row for {}", e.id));
+            assert!(row.contains(&format!("| `{governing}`")), "docs/ports.md: {} is governed by {governing}", e.id);
+        }
     }
 
     #[test]
@@ -787,8 +1065,10 @@ mod tests {
     }
 
     #[test]
-    fn only_health_is_anonymous() {
+    fn only_health_probes_are_anonymous_and_core() {
         let anonymous: Vec<_> = ENDPOINTS.iter().filter(|e| !e.auth_required).map(|e| e.id).collect();
-        assert_eq!(anonymous, ["health"]);
+        assert_eq!(anonymous, ["health", "envd_health", "code_health"]);
+        let core: Vec<_> = ENDPOINTS.iter().filter(|e| e.is_core()).map(|e| e.id).collect();
+        assert_eq!(core, ["health", "capabilities", "capabilities_check", "envd_health", "code_health"]);
     }
 }

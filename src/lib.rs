@@ -17,6 +17,7 @@
 //! - [`client`]: the companion async Rust client.
 //! - [`environment`]: the environment children start with (server's minus
 //!   secrets, plus `POST /env` overrides).
+//! - [`metrics`]: the Prometheus metrics the pipeline records (no HTTP).
 //! - [`config`]: flags > environment > config file > defaults.
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
@@ -42,9 +43,12 @@
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts (no axum).
 //! - [`ids`]: random hex identifiers.
+//! - [`browser`]: the headless Chromium of the `browser` group over the
+//!   DevTools Protocol, every request held to the URL policy (no axum).
 
 pub mod agents;
 pub mod api;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod code;
@@ -57,6 +61,7 @@ pub mod fs;
 pub mod http;
 pub mod ids;
 pub mod logging;
+pub mod metrics;
 pub mod policy;
 pub mod process;
 pub mod pty;

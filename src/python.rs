@@ -195,6 +195,19 @@ fn without_underscores(s: &str) -> Option<String> {
     Some(out)
 }
 
+/// Python's `bool(value)` of a JSON value: `null`, `false`, `0`, `""`,
+/// `[]` and `{}` are false.
+pub fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
 /// Python's `float(value)`: numbers and booleans as they are, strings as
 /// Python reads them (`1e3`, ` 2.5 `, `1_000.5`, `inf`, `nan`).
 ///

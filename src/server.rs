@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
+use crate::endpoints::Port;
 use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
 use crate::http::envd::EnvdState;
@@ -62,6 +63,7 @@ pub struct Running {
     envd: Option<JoinHandle<std::io::Result<()>>>,
     terminals: Arc<Terminals>,
     interpreter: Arc<CodeInterpreter>,
+    browser: Arc<crate::browser::Browser>,
 }
 
 /// How long terminal shells get after `SIGHUP` at shutdown before `SIGKILL`.
@@ -80,6 +82,7 @@ impl Running {
         tokio::join!(
             self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
             self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),
+            self.browser.shutdown(),
             children
         );
         let listeners = [("API", self.api), ("PTY", self.pty)]
@@ -157,10 +160,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         pty_listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let mut state = AppState::new(Arc::clone(&engine), shutdown.clone())
         .configured(config.terminals, config.commands.clone())
-        .serving_pty(pty_addr.port());
+        .serving_pty(pty_addr.port())
+        .with_browser(config.browser.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
+    state.metrics_anonymous = config.metrics_anonymous;
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
     let terminals = Arc::clone(&state.terminals);
+    let browser = Arc::clone(&state.browser);
     if !state.commands.is_empty() {
         tracing::info!(commands = state.commands.len(), "registered commands loaded");
     }
@@ -174,7 +180,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Arc::clone(&state.env),
         shutdown.clone(),
     );
-    let (code_addr, code) = match start_code(config, &engine, &interpreter, &shutdown).await? {
+    state.interpreter = Some(Arc::clone(&interpreter));
+    let (code_addr, code) = match start_code(config, &state, &interpreter, &shutdown).await? {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
@@ -182,13 +189,32 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some((addr, task)) => (Some(addr), Some(task)),
         None => (None, None),
     };
+    if code_addr.is_some() {
+        state = state.serving(Port::Code);
+    }
+    if envd_addr.is_some() {
+        state = state.serving(Port::Envd);
+    }
     let pty_router = http::pty::router(state.clone());
     let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
     announce("pty", pty_addr);
     let router = http::router(state);
     let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("api", api_addr);
-    Ok(Running { api_addr, pty_addr, code_addr, envd_addr, shutdown, api, pty, code, envd, terminals, interpreter })
+    Ok(Running {
+        api_addr,
+        pty_addr,
+        code_addr,
+        envd_addr,
+        shutdown,
+        api,
+        pty,
+        code,
+        envd,
+        terminals,
+        interpreter,
+        browser,
+    })
 }
 
 type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
@@ -198,7 +224,7 @@ type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
 /// it); a configured one must be bound.
 async fn start_code(
     config: &Config,
-    engine: &Arc<PolicyEngine>,
+    state: &AppState,
     interpreter: &Arc<CodeInterpreter>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Listener>, StartError> {
@@ -207,8 +233,7 @@ async fn start_code(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let state =
-        CodeState { engine: Arc::clone(engine), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let state = CodeState { app: state.clone(), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
     let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
     announce("code", addr);
     Ok(Some((addr, task)))
@@ -228,9 +253,8 @@ async fn start_envd(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
-    let server_token = std::env::var(policy::TOKEN_ENV).ok();
     let scrollback = config.terminals.scrollback_bytes;
-    let envd = Arc::new(Envd::new(server_token, Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let envd = Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback));
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
     announce("envd", addr);

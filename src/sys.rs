@@ -42,11 +42,14 @@ pub struct ChildSetup {
     pub controlling_terminal: bool,
     /// Drop to this user.
     pub credentials: Option<Credentials>,
+    /// Be killed (SIGKILL) when the spawning thread's process dies, even by
+    /// SIGKILL (the browser, which would otherwise outlive the daemon).
+    pub die_with_parent: bool,
 }
 
 /// Installs `setup` as `command`'s pre-exec hook.
 pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
-    if setup.oom_score_adj.is_none() && !setup.new_session && setup.credentials.is_none() {
+    if setup.oom_score_adj.is_none() && !setup.new_session && setup.credentials.is_none() && !setup.die_with_parent {
         return;
     }
     let oom = setup.oom_score_adj.map(|value| {
@@ -59,7 +62,11 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
     let new_session = setup.new_session;
     let controlling_terminal = setup.controlling_terminal;
     let credentials = setup.credentials;
+    let die_with_parent = setup.die_with_parent;
     let hook = move || -> io::Result<()> {
+        if die_with_parent {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)?;
+        }
         if let Some((buf, len)) = &oom {
             // Best effort: without /proc or the privilege, the child keeps the daemon's value.
             if let Ok(fd) = open(c"/proc/self/oom_score_adj", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty()) {
@@ -82,7 +89,7 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the hook runs in the forked child of a multi-threaded process,
     // where only async-signal-safe calls are allowed. It allocates nothing
     // (the value, path and credentials were prepared above) and only makes
-    // the system calls open, write, close, setsid, the TIOCSCTTY ioctl on
+    // the system calls prctl(PR_SET_PDEATHSIG), open, write, close, setsid, the TIOCSCTTY ioctl on
     // fd 0 (which std has already pointed at the terminal), setgroups,
     // setgid and setuid, all async-signal-safe. Errors are built from raw errno values,
     // which does not allocate.

@@ -235,7 +235,8 @@ async fn contexts_are_listed_deleted_and_refused_clearly() {
     let id = create(&code, "python").await;
     assert!(code.list_contexts().await.expect("list").iter().any(|c| c.id == id && c.language == "python"));
     code.delete_context(&id).await.expect("delete");
-    assert!(code.list_contexts().await.expect("list").is_empty());
+    let left: Vec<String> = code.list_contexts().await.expect("list").into_iter().map(|c| c.language).collect();
+    assert_eq!(left, ["python"], "the built-in default stays; JavaScript is not listed without node");
     let status = |e: ClientError| (e.status(), e.to_string());
     let (s, message) = status(code.run(&in_context(&id, "1")).await.expect_err("gone"));
     assert_eq!(s, Some(404));
@@ -249,7 +250,10 @@ async fn contexts_are_listed_deleted_and_refused_clearly() {
     cobol.language = Some("cobol".into());
     let (s, message) = status(code.run(&cobol).await.expect_err("unknown language"));
     assert_eq!(s, Some(400));
-    assert!(message.contains("Unsupported language 'cobol'; supported: python, javascript, bash"), "{message}");
+    assert!(
+        message.contains("Unsupported language 'cobol'; supported: python, javascript, typescript, bash, r"),
+        "{message}"
+    );
     let js = CreateContextRequest { language: Some("javascript".into()), cwd: None };
     let (s, message) = status(code.create_context(&js).await.expect_err("no node"));
     assert_eq!(s, Some(501));
@@ -266,7 +270,7 @@ async fn contexts_are_bounded_and_expire_when_idle() {
     let err = code.create_context(&CreateContextRequest::default()).await.expect_err("limit");
     assert_eq!(err.status(), Some(429));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !code.list_contexts().await.expect("list").is_empty() {
+    while code.list_contexts().await.expect("list").iter().any(|c| c.id == id) {
         assert!(Instant::now() < deadline, "the idle context was never removed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -340,7 +344,11 @@ async fn default_contexts_are_shared_per_language() {
     bash.language = Some("bash".into());
     assert_eq!(stdout(&code.run(&bash).await.expect("run")), "none\n");
     let languages: Vec<String> = code.list_contexts().await.expect("list").into_iter().map(|c| c.language).collect();
-    assert_eq!(languages, ["bash", "python"]);
+    let mut expected = vec!["python", "bash"];
+    if has("node") {
+        expected.insert(1, "javascript");
+    }
+    assert_eq!(languages, expected, "the built-in defaults first, then in creation order");
 }
 
 #[tokio::test]
@@ -405,4 +413,61 @@ fn abx_streams_code_and_manages_contexts() {
     let (status, _, err) = abx(&["contexts", "restart", &id], "");
     assert_eq!(status, Some(1));
     assert!(err.contains("not found"), "{err}");
+}
+
+#[tokio::test]
+async fn too_large_results_fail_the_cell_clearly() {
+    let server = common::start();
+    let code = code(&server);
+    let lines = code.run(&request("display('x' * (40 << 20))\nprint('not reached')")).await.expect("run");
+    let (name, value, traceback) = error(&lines).expect("an error");
+    assert_eq!(name, "ResultTooLarge");
+    assert!(value.contains("over the 32.0 MiB result limit"), "{value}");
+    assert!(traceback.contains("line 1, in <module>"), "{traceback}");
+    assert_eq!(stdout(&lines), "");
+    let lines = code.run(&request("{'fine': [1, float('nan')]}")).await.expect("run");
+    assert_eq!(results(&lines)[0].json, Some(serde_json::json!({"fine": [1, null]})));
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_validation_details_and_restart_answers_200() {
+    let server = common::start();
+    let url = code_url(&server);
+    let http = reqwest::Client::new();
+    let post =
+        |path: &str, body: &'static str| http.post(format!("{url}{path}")).bearer_auth(common::TOKEN).body(body).send();
+    let missing = post("/execute", r#"{"language":"python"}"#).await.expect("request");
+    assert_eq!(missing.status(), 422);
+    let body: serde_json::Value = missing.json().await.expect("json");
+    assert_eq!(body["detail"][0]["loc"], serde_json::json!(["body", "code"]));
+    assert_eq!(body["detail"][0]["type"], "missing");
+    let wrong = post("/contexts", r#"{"cwd": 3}"#).await.expect("request");
+    assert_eq!(wrong.status(), 422);
+    let created: serde_json::Value = post("/contexts", "{}").await.expect("request").json().await.expect("json");
+    let id = created["id"].as_str().expect("id");
+    let restarted = post(&format!("/contexts/{id}/restart"), "").await.expect("request");
+    assert_eq!(restarted.status(), 200);
+    assert_eq!(restarted.text().await.expect("body"), "null");
+}
+
+#[tokio::test]
+async fn other_languages_run_when_installed_and_are_named_when_not() {
+    let server = common::server().args(["--code-java", "/nonexistent/java"]).start();
+    let code = code(&server);
+    let java = CreateContextRequest { language: Some("java".into()), cwd: None };
+    let err = code.create_context(&java).await.expect_err("no java");
+    assert_eq!(err.status(), Some(501));
+    assert!(err.to_string().contains("java is not available here: its interpreter '/nonexistent/java'"), "{err}");
+    for (language, program, setup, check, expected) in [
+        ("r", "Rscript", "v <- c(2, 3)", "sum(v) * 7", "[1] 35"),
+        ("typescript", "node", "const n: number = 34", "n + 1 as number", "35"),
+    ] {
+        if !has(program) {
+            continue;
+        }
+        let id = create(&code, language).await;
+        assert_eq!(error(&code.run(&in_context(&id, setup)).await.expect("run")), None, "{language}");
+        let lines = code.run(&in_context(&id, check)).await.expect("run");
+        assert_eq!(main_text(&lines).as_deref(), Some(expected), "{language}: {lines:?}");
+    }
 }

@@ -48,12 +48,21 @@ async fn capabilities_describe_groups_identity_and_endpoints() {
         ("dev_tools", false),
         ("browser", false),
         ("agents", false),
+        ("envd", true),
+        ("code_interpreter", true),
     ];
     for (group, on) in expected_groups {
         assert_eq!(doc.groups[group], on, "{group}");
     }
     assert_eq!((doc.group_summary["agents"].enabled, doc.group_summary["agents"].total), (0, 70));
-    assert_eq!(doc.endpoints.len(), 120);
+    assert_eq!(
+        doc.endpoints.len(),
+        150,
+        "the reference's 116, 4 file extensions, /metrics, envd's 23, the code port's 6"
+    );
+    let stat = &doc.endpoints["envd_stat"];
+    assert_eq!((stat.group.as_str(), stat.path.as_str(), stat.allowed), ("envd", "/filesystem.Filesystem/Stat", true));
+    assert!(stat.paths.is_some(), "files_stat's path rules reach it");
     let health = &doc.endpoints["health"];
     assert!(health.enabled && health.allowed && health.scopes.is_empty());
     let code = &doc.endpoints["code_run"];
@@ -244,11 +253,11 @@ async fn error_statuses_have_the_reference_body() {
 
 #[tokio::test]
 async fn disabled_and_unimplemented_endpoints_say_why() {
-    let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "browser").start();
+    let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "agents").start();
     let http = server.http();
     let bearer = server.bearer();
     let (status, body) = get_json(
-        http.get(server.at("/browser/content")).header("authorization", &bearer).send().await.expect("request"),
+        http.get(server.at("/v1/models")).header("authorization", &bearer).send().await.expect("request"),
     )
     .await;
     assert_eq!(
@@ -256,16 +265,16 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
         (
             501,
             json!({
-                "error": "Endpoint 'browser_content' is not implemented by this server",
+                "error": "Endpoint 'agents_models_list' is not implemented by this server",
                 "type": "NotImplementedError",
                 "code": "not_implemented",
-                "endpoint": "browser_content",
+                "endpoint": "agents_models_list",
             })
         )
     );
     let doc = server.client().capabilities().await.expect("capabilities");
-    let browser = &doc.endpoints["browser_content"];
-    assert_eq!((browser.enabled, browser.allowed, browser.reason.as_deref()), (true, false, Some("not_implemented")));
+    let agents = &doc.endpoints["agents_models_list"];
+    assert_eq!((agents.enabled, agents.allowed, agents.reason.as_deref()), (true, false, Some("not_implemented")));
 
     let (status, body) = get_json(
         http.post(server.at("/code/run")).header("authorization", &bearer).body("{}").send().await.expect("request"),

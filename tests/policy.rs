@@ -424,12 +424,16 @@ async fn the_reference_documentation_example_works_unchanged() {
         .filter(|(_, e)| e["enabled"] == true)
         .map(|(id, _)| id.as_str())
         .collect();
-    // The streaming extensions follow the rules of the transfer endpoints they extend.
+    // The streaming extensions, and envd's /files, follow the rules of the transfer endpoints they extend.
     assert_eq!(
         enabled,
         [
             "capabilities",
             "capabilities_check",
+            "code_health",
+            "envd_files_read",
+            "envd_files_write",
+            "envd_health",
             "files_content_read",
             "files_content_write",
             "files_download_stream",
@@ -445,6 +449,7 @@ async fn the_reference_documentation_example_works_unchanged() {
     if served(&server, "/files/download-stream?path=x").await {
         assert_eq!(doc["endpoints"]["files_download_stream"]["paths"]["allow"], json!(["/home/user/out"]));
     }
+    assert_eq!(doc["endpoints"]["envd_files_read"]["paths"]["allow"], json!(["/home/user/out"]));
     let (_file_dir, file) = policy_file(&example);
     let (exit, _) = explain(&file, &["files_download_stream", "--path", "/home/user/out/report.txt"]);
     assert_eq!(exit, Some(0));

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use agent_sandbox_server::api::{PtyCreateRequest, PtyMessage};
 use agent_sandbox_server::client::{Client, PtyConnection};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -269,8 +272,18 @@ async fn the_websocket_handshake_refuses_with_http_statuses() {
     assert_eq!((err.status(), err.code()), (Some(401), Some("unauthorized")));
     let wrong = Client::builder(&server.url).token(Some("wrong".into())).build().expect("client");
     assert_eq!(wrong.pty_connect(&created.ws_url).await.expect_err("wrong token").status(), Some(401));
-    let err = client.pty_connect(&server_url(&server, "nope")).await.expect_err("unknown session");
-    assert_eq!((err.status(), err.to_string().contains("Session not found: nope")), (Some(404), true));
+    // An unknown session: accepted, then closed with a reason, as the reference (its client reports it closed).
+    let mut unknown = client.pty_connect(&server_url(&server, "nope")).await.expect("accepted");
+    assert!(unknown.recv().await.expect("closed cleanly").is_none());
+    let mut request = server_url(&server, "nope").into_client_request().expect("request");
+    request.headers_mut().insert("authorization", server.bearer().parse().expect("header"));
+    let (mut raw, _) = tokio_tungstenite::connect_async(request).await.expect("accepted");
+    match raw.next().await {
+        Some(Ok(Message::Close(Some(frame)))) => {
+            assert_eq!((u16::from(frame.code), frame.reason.as_str()), (1008, "Unknown session: nope"));
+        }
+        other => panic!("expected a close frame, got {other:?}"),
+    }
 
     let token_in_query = format!("{}&token={}", created.ws_url, common::TOKEN);
     let mut term = anonymous.pty_connect(&token_in_query).await.expect("?token= stands for the header");

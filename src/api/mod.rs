@@ -5,6 +5,7 @@
 //! `agent-sandbox-server` 0.4.0a6 contract.
 
 pub mod agents;
+pub mod browser;
 pub mod code;
 pub mod commands;
 pub mod core;

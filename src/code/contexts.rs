@@ -5,8 +5,13 @@
 //! fresh one at its next execution (the death was reported to the
 //! execution it happened in); a restart starts a fresh one in the same
 //! working directory. Executions without a context id run in the
-//! language's default context, created on first use. Contexts are bounded
-//! in number, and those idle past the configured lifetime are removed.
+//! language's default context. A fresh server lists the default Python and
+//! JavaScript contexts (as the code-interpreter server does) but starts
+//! their interpreters only at their first execution; other languages' default
+//! contexts are created on first use. Contexts are listed in creation order.
+//! Contexts created through the API are bounded in number, and those idle
+//! past the configured lifetime are removed (the two built-in defaults only
+//! lose their interpreter, which the next execution starts again).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -18,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::kernel::{Execution, Kernel, KernelSpec, Refused, StopReason};
+use super::kernel::{Execution, Kernel, KernelSpec, Refused, StartError, StopReason};
 use super::language::{Interpreters, Language};
 use super::{new_id, CodeError};
 use crate::api::code::{ContextInfo, ExecuteRequest, OutputLine};
@@ -57,11 +62,16 @@ struct Registry {
     defaults: HashMap<Language, String>,
     expired: VecDeque<String>,
     starting: usize,
+    created: u64,
 }
 
 /// One code context.
 pub struct Context {
     id: String,
+    /// Creation order.
+    order: u64,
+    /// A default context the server lists from the start (not counted in the limit).
+    builtin: bool,
     language: Language,
     cwd: PathBuf,
     kernel: tokio::sync::Mutex<Option<Kernel>>,
@@ -123,7 +133,9 @@ impl Context {
 }
 
 impl CodeInterpreter {
-    /// An interpreter with no contexts yet; `shutdown` stops its reaper.
+    /// An interpreter with its built-in default contexts (Python, and
+    /// JavaScript when Node.js is installed), none started yet; `shutdown`
+    /// stops its reaper.
     pub fn new(config: CodeConfig, env: Arc<ChildEnv>, shutdown: CancellationToken) -> Arc<Self> {
         let interpreter = Arc::new(CodeInterpreter {
             config,
@@ -132,6 +144,13 @@ impl CodeInterpreter {
             creating_default: tokio::sync::Mutex::new(()),
             shutdown,
         });
+        for language in [Language::Python, Language::JavaScript] {
+            if language == Language::JavaScript && interpreter.spec(language, &interpreter.config.base_dir).is_err() {
+                continue;
+            }
+            let context = interpreter.register(language, interpreter.config.base_dir.clone(), None, true);
+            interpreter.lock().defaults.insert(language, context.id.clone());
+        }
         if let Some(idle) = interpreter.config.idle_timeout {
             tokio::spawn(reap_idle(Arc::downgrade(&interpreter), idle, interpreter.shutdown.clone()));
         }
@@ -158,27 +177,35 @@ impl CodeInterpreter {
         let spec = self.spec(language, &cwd)?;
         let _reservation = self.reserve()?;
         let kernel = start(spec).await?;
-        let context = Arc::new(Context {
-            id: new_id(),
-            language,
-            cwd,
-            kernel: tokio::sync::Mutex::new(Some(kernel)),
-            counter: AtomicU64::new(0),
-            activity: Mutex::new(Activity { last: Instant::now(), running: 0 }),
-        });
         if self.shutdown.is_cancelled() {
             return Err(CodeError::ShuttingDown);
         }
-        self.lock().contexts.insert(context.id.clone(), Arc::clone(&context));
-        Ok(context)
+        Ok(self.register(language, cwd, Some(kernel), false))
     }
 
-    /// `GET /contexts`.
+    fn register(&self, language: Language, cwd: PathBuf, kernel: Option<Kernel>, builtin: bool) -> Arc<Context> {
+        let mut registry = self.lock();
+        registry.created += 1;
+        let context = Arc::new(Context {
+            id: new_id(),
+            order: registry.created,
+            builtin,
+            language,
+            cwd,
+            kernel: tokio::sync::Mutex::new(kernel),
+            counter: AtomicU64::new(0),
+            activity: Mutex::new(Activity { last: Instant::now(), running: 0 }),
+        });
+        registry.contexts.insert(context.id.clone(), Arc::clone(&context));
+        context
+    }
+
+    /// `GET /contexts`, in creation order.
     pub fn list(&self) -> Vec<ContextInfo> {
         let registry = self.lock();
-        let mut contexts: Vec<_> = registry.contexts.values().map(|c| c.info()).collect();
-        contexts.sort_by(|a, b| (&a.language, &a.id).cmp(&(&b.language, &b.id)));
-        contexts
+        let mut contexts: Vec<&Arc<Context>> = registry.contexts.values().collect();
+        contexts.sort_by_key(|c| c.order);
+        contexts.into_iter().map(|c| c.info()).collect()
     }
 
     /// The context `id`.
@@ -347,7 +374,7 @@ impl CodeInterpreter {
 
     fn reserve(&self) -> Result<Reservation<'_>, CodeError> {
         let mut registry = self.lock();
-        let live = registry.contexts.len() + registry.starting;
+        let live = registry.contexts.values().filter(|c| !c.builtin).count() + registry.starting;
         if live >= self.config.max_contexts {
             return Err(CodeError::TooManyContexts(live));
         }
@@ -388,6 +415,13 @@ impl CodeInterpreter {
                 .collect();
             let mut removed = Vec::new();
             for id in ids {
+                if let Some(context) = registry.contexts.get(&id).filter(|c| c.builtin) {
+                    // A built-in default stays listed; only a running interpreter is stopped.
+                    if context.kernel.try_lock().is_ok_and(|k| k.is_some()) {
+                        removed.push(Arc::clone(context));
+                    }
+                    continue;
+                }
                 if let Some(context) = registry.contexts.remove(&id) {
                     registry.defaults.retain(|_, d| *d != id);
                     registry.expired.push_back(id);
@@ -400,7 +434,7 @@ impl CodeInterpreter {
             removed
         };
         for context in expired {
-            tracing::info!(context = %context.id, language = context.language.as_str(), "removing an idle code context");
+            tracing::info!(context = %context.id, language = context.language.as_str(), builtin = context.builtin, "stopping an idle code context");
             if let Ok(mut slot) = context.kernel.try_lock() {
                 if let Some(kernel) = slot.take() {
                     kernel.stop(StopReason::Delete);
@@ -412,7 +446,10 @@ impl CodeInterpreter {
 
 async fn start(spec: KernelSpec) -> Result<Kernel, CodeError> {
     let language = spec.language.as_str();
-    Kernel::start(spec).await.map_err(|e| CodeError::StartFailed { language, detail: e.to_string() })
+    Kernel::start(spec).await.map_err(|e| match e {
+        StartError::Missing(program) => CodeError::RuntimeMissing { language, program },
+        e => CodeError::StartFailed { language, detail: e.to_string() },
+    })
 }
 
 /// Checks per-execution variables: names must be identifiers, nothing may hold NUL.

@@ -104,6 +104,9 @@ pub enum StartError {
     /// It ended or broke before its driver was ready.
     #[error("{0}")]
     Failed(String),
+    /// Its driver reported that a program it needs is missing.
+    #[error("{0} is missing")]
+    Missing(String),
 }
 
 /// A handle to a running kernel; dropping it stops the kernel.
@@ -132,7 +135,7 @@ impl Kernel {
     pub async fn start(spec: KernelSpec) -> Result<Kernel, StartError> {
         let spawned = spawn(SpawnSpec {
             program: spec.program.clone(),
-            args: spec.language.driver_args(),
+            args: spec.language.driver_args()?,
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             channels: true,
@@ -146,6 +149,7 @@ impl Kernel {
             tokio::select! {
                 item = io.next() => match item {
                     Item::Event(Event::Ready) => break,
+                    Item::Event(Event::Missing { program }) => return Err(StartError::Missing(program)),
                     Item::Event(_) => {}
                     Item::Output(_, text) => {
                         diagnostic.push_str(&text);
@@ -371,7 +375,7 @@ impl Actor {
                         finished = true;
                         None
                     }
-                    Item::Event(Event::Done { .. } | Event::Ready) => None,
+                    Item::Event(Event::Done { .. } | Event::Ready | Event::Missing { .. }) => None,
                     Item::Event(Event::Out { s, text }) | Item::Output(s, text) => {
                         if !abandoned {
                             pending.push_back(output_line(s, text));

@@ -9,7 +9,9 @@
 //! a NUL byte (JSON text never contains a raw NUL):
 //! `{"t":"ready"}`, `{"t":"out","s":"stdout"|"stderr","text":…}`,
 //! `{"t":"result","main":bool,"data":{<mime>: …}}`,
-//! `{"t":"error","name":…,"value":…,"traceback":…}`, `{"t":"done","seq":N}`.
+//! `{"t":"error","name":…,"value":…,"traceback":…}`, `{"t":"done","seq":N}`,
+//! and, instead of `ready`, `{"t":"missing","program":…}` from a driver
+//! whose language needs a program that is not installed.
 
 use std::time::{Duration, SystemTime};
 
@@ -19,8 +21,11 @@ use serde_json::{Map, Value};
 use crate::api::code::{ExecutionResult, OutputLine};
 use crate::time::utc_parts;
 
-/// Largest event accepted from a driver (a big image result fits).
-pub const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// Largest result a driver sends (its encoded event); a larger value to
+/// display becomes an error of the execution, raised by the driver.
+pub const MAX_RESULT_BYTES: usize = 32 * 1024 * 1024;
+/// Largest event accepted from a driver; a larger one breaks the protocol.
+pub const MAX_EVENT_BYTES: usize = 2 * MAX_RESULT_BYTES;
 
 /// Encodes an `exec` command.
 pub fn encode_exec(seq: u64, env: &[(String, String)], code: &str) -> Vec<u8> {
@@ -56,6 +61,11 @@ pub enum Stream {
 pub enum Event {
     /// The driver is ready for commands.
     Ready,
+    /// The driver cannot run: a program its language needs is missing.
+    Missing {
+        /// What is missing, as a user would install it.
+        program: String,
+    },
     /// Output written through the language's own streams.
     Out {
         /// Which stream.

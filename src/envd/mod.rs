@@ -2,8 +2,8 @@
 //! `agent_sandbox._standard` expect of a sandbox's envd, built on the
 //! daemon's own file, process and terminal modules. No HTTP here.
 //!
-//! - [`access`]: the plane's tokens (the server's, and the one `/init`
-//!   sets), signed `/files` URLs, and the user a request acts as.
+//! - [`access`]: the user a request acts as (its tokens and signed URLs
+//!   are the policy engine's, [`crate::policy::signed`]).
 //! - [`entry`]: envd's `EntryInfo` and listings to a depth.
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
 //! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
@@ -26,9 +26,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::access::{Account, Operation, Tokens};
+pub use self::access::Account;
 pub use self::watchers::Watchers;
-use crate::api::envd::http::InitRequest;
 use crate::environment::ChildEnv;
 use crate::fs::FsError;
 use crate::policy::Denial;
@@ -95,8 +94,6 @@ struct Defaults {
 
 /// The envd plane's state.
 pub struct Envd {
-    /// The plane's tokens.
-    pub tokens: Tokens,
     /// Polled watchers.
     pub watchers: Watchers,
     /// Processes of `process.Process`.
@@ -107,21 +104,14 @@ pub struct Envd {
 
 impl std::fmt::Debug for Envd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Envd").field("tokens", &self.tokens).finish_non_exhaustive()
+        f.debug_struct("Envd").finish_non_exhaustive()
     }
 }
 
 impl Envd {
-    /// The plane's state; `server_token` is `ABX_SERVER_TOKEN` (it signs
-    /// `/files` URLs too); terminal processes keep `scrollback` bytes.
-    pub fn new(
-        server_token: Option<String>,
-        env: Arc<ChildEnv>,
-        shutdown: CancellationToken,
-        scrollback: usize,
-    ) -> Self {
+    /// The plane's state; terminal processes keep `scrollback` bytes.
+    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize) -> Self {
         Envd {
-            tokens: Tokens::new(server_token),
             watchers: Watchers::new(shutdown.clone()),
             processes: Arc::new(processes::Processes::new(scrollback, shutdown)),
             defaults: RwLock::new(Defaults::default()),
@@ -134,31 +124,28 @@ impl Envd {
         &self.env
     }
 
-    /// Applies an authorised `POST /init`: variables for every later process,
-    /// the access token, the default user and working directory.
+    /// Records an admitted `POST /init`: the variables it set (already
+    /// checked by `env_set`'s rules and stored in the child environment),
+    /// the default user and working directory. Blocking (the user database).
     ///
     /// # Errors
-    /// [`EnvdError::Invalid`] for a malformed variable name or an unknown default user.
-    pub fn init(&self, request: InitRequest) -> Result<(), EnvdError> {
-        let vars = request.env_vars.unwrap_or_default();
-        if let Some(bad) = vars.keys().find(|name| !crate::environment::is_valid_name(name)) {
-            return Err(EnvdError::Invalid(format!("invalid environment variable name: '{bad}'")));
-        }
-        let vars: BTreeMap<String, String> = vars.into_iter().filter(|(name, _)| !self.env.is_secret(name)).collect();
-        if let Some(user) = request.default_user.as_deref().filter(|u| !u.is_empty()) {
+    /// [`EnvdError::Invalid`] for an unknown default user; nothing is recorded then.
+    pub fn init(
+        &self,
+        vars: BTreeMap<String, String>,
+        default_user: Option<String>,
+        default_workdir: Option<String>,
+    ) -> Result<(), EnvdError> {
+        if let Some(user) = default_user.as_deref().filter(|u| !u.is_empty()) {
             access::account(user).map_err(|e| EnvdError::Invalid(format!("invalid default user: {e}")))?;
         }
-        self.env.set(vars.clone());
         let mut defaults = self.defaults.write().unwrap_or_else(PoisonError::into_inner);
         defaults.env.extend(vars);
-        if let Some(user) = request.default_user {
+        if let Some(user) = default_user {
             defaults.user = Some(user).filter(|u| !u.is_empty());
         }
-        if let Some(workdir) = request.default_workdir {
+        if let Some(workdir) = default_workdir {
             defaults.workdir = Some(workdir).filter(|w| !w.is_empty());
-        }
-        if let Some(token) = request.access_token {
-            self.tokens.set_init(&token);
         }
         Ok(())
     }
@@ -203,7 +190,7 @@ mod tests {
 
     fn envd() -> Envd {
         let env = Arc::new(ChildEnv::from_vars([("PATH".to_string(), "/bin".to_string())], &[]));
-        Envd::new(None, env, CancellationToken::new(), 4096)
+        Envd::new(env, CancellationToken::new(), 4096)
     }
 
     #[test]
@@ -214,22 +201,17 @@ mod tests {
         assert_eq!(envd.path("~/a/b").expect("below"), "a/b");
         assert_eq!(envd.path("/abs").expect("abs"), "/abs");
         assert!(envd.path("~root/x").is_err());
-        let init = InitRequest { default_workdir: Some("/w".into()), ..InitRequest::default() };
-        envd.init(init).expect("init");
+        envd.init(BTreeMap::new(), None, Some("/w".into())).expect("init");
         assert_eq!(envd.path("").expect("workdir"), "/w");
     }
 
     #[test]
-    fn init_sets_variables_for_children_but_never_secrets() {
+    fn init_records_variables_and_refuses_unknown_users() {
         let envd = envd();
-        let vars = BTreeMap::from([("A".to_string(), "1".to_string()), ("ABX_SERVER_TOKEN".into(), "x".into())]);
-        envd.init(InitRequest { env_vars: Some(vars), ..InitRequest::default() }).expect("init");
-        assert_eq!(envd.child_env().get("A").as_deref(), Some("1"));
-        assert_eq!(envd.child_env().get("ABX_SERVER_TOKEN"), None);
+        envd.init(BTreeMap::from([("A".to_string(), "1".to_string())]), None, None).expect("init");
         assert_eq!(envd.init_env(), BTreeMap::from([("A".to_string(), "1".to_string())]));
-        let bad = BTreeMap::from([("1A".to_string(), "1".to_string())]);
-        assert!(envd.init(InitRequest { env_vars: Some(bad), ..InitRequest::default() }).is_err());
-        let unknown = InitRequest { default_user: Some("no-such-user-xyz".into()), ..InitRequest::default() };
-        assert!(matches!(envd.init(unknown), Err(EnvdError::Invalid(_))));
+        let unknown = envd.init(BTreeMap::from([("B".into(), "2".into())]), Some("no-such-user-xyz".into()), None);
+        assert!(matches!(unknown, Err(EnvdError::Invalid(_))));
+        assert!(!envd.init_env().contains_key("B"), "nothing is recorded from a refused /init");
     }
 }

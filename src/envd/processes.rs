@@ -35,8 +35,9 @@ use super::events::{end_event, from_shell, pipe_events, terminal_events};
 use super::EnvdError;
 use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use crate::process::output::{Capture, Stream as Pipe};
+use crate::process::table::Slot;
 use crate::process::{ExecSpec, Job};
-use crate::pty::{Session, Update};
+use crate::pty::{Lease, Session, Update};
 
 /// Output of a process kept for replay, bytes.
 pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
@@ -46,8 +47,6 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
 /// Exited processes kept at most.
 pub const MAX_EXITED: usize = 64;
-/// Live processes when the policy sets no `max_processes` on `process_start`.
-pub const DEFAULT_MAX_PROCESSES: u64 = 100;
 /// Longest a write to a stdin nobody reads may wait.
 const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -240,18 +239,17 @@ pub struct StartOptions {
 #[derive(Default)]
 struct Table {
     processes: HashMap<u32, Arc<Process>>,
-    /// Starts admitted under `max_processes` whose process is not in `processes` yet.
-    starting: usize,
 }
 
-/// A start's place under `max_processes`, given back when it is dropped
-/// (the process is then in the table, or failed to start).
-struct Reservation<'a>(&'a Processes);
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.0.lock().starting -= 1;
-    }
+/// The places a process holds under the daemon's limits until it has
+/// exited: one under `max_processes` (shared with the API's background
+/// processes) and, for a terminal, one under `max_sessions` (shared with
+/// the API's terminals).
+pub struct Held {
+    /// The place under `max_processes`.
+    pub slot: Slot,
+    /// The place under `max_sessions`, for a terminal.
+    pub session: Option<Lease>,
 }
 
 /// The processes `process.Process` started.
@@ -283,27 +281,17 @@ impl Processes {
         self.lock().processes.values().filter(|p| p.alive()).count()
     }
 
-    /// Starts `spec` (a command that passed the policy) as `options` say.
+    /// Starts `spec` (a command that passed the policy) as `options` say,
+    /// holding `held` until it has exited.
     ///
     /// # Errors
-    /// [`EnvdError::Exhausted`] at `max_processes` live ones; [`EnvdError::Invalid`]
-    /// when it cannot start (as envd).
+    /// [`EnvdError::Invalid`] when it cannot start (as envd).
     pub async fn start(
         self: &Arc<Self>,
         spec: ExecSpec,
         options: StartOptions,
-        max_processes: u64,
+        held: Held,
     ) -> Result<Arc<Process>, EnvdError> {
-        let _reservation = {
-            // Counted and reserved under one lock, so concurrent starts cannot all pass.
-            let mut table = self.lock();
-            let live = table.processes.values().filter(|p| p.alive()).count() + table.starting;
-            if live as u64 >= max_processes {
-                return Err(EnvdError::Exhausted(format!("too many processes (at most {max_processes})")));
-            }
-            table.starting += 1;
-            Reservation(self)
-        };
         let pid = self.next_pid.fetch_add(1, Ordering::Relaxed);
         let io = match options.terminal {
             Some((cols, rows)) => Io::Terminal { session: self.start_terminal(&spec, pid, cols, rows).await? },
@@ -322,7 +310,7 @@ impl Processes {
             prune(&mut table);
             table.processes.insert(pid, Arc::clone(&process));
         }
-        tokio::spawn(watch_exit(Arc::clone(&process), options.lifetime, self.shutdown.clone()));
+        tokio::spawn(watch_exit(Arc::clone(&process), options.lifetime, self.shutdown.clone(), held));
         tracing::info!(pid, argv = ?spec.argv, "envd process started");
         Ok(process)
     }
@@ -407,7 +395,7 @@ fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<Io, EnvdError> {
 
 /// Kills the process when its lifetime passes, waits for its exit and its
 /// output, then publishes the end event.
-async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown: CancellationToken) {
+async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown: CancellationToken, held: Held) {
     let deadline = async {
         match lifetime {
             Some(limit) => tokio::time::sleep(limit).await,
@@ -461,6 +449,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
         }
     };
     let _ = process.exited_at.set(Instant::now());
+    drop(held);
     tracing::info!(pid = process.pid, code = status.code(), "envd process ended");
     let mut end = end_event(status);
     if let (true, Some(limit)) = (expired, lifetime) {

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,6 +60,30 @@ pub struct Options {
 }
 
 type Known = HashMap<PathBuf, (Kind, u64, super::meta::Time)>;
+
+/// Watches running now (for the metrics).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many watches run now.
+pub fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Counts a watch while it runs.
+struct Counted;
+
+impl Counted {
+    fn new() -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Starts watching the directory `target` (`raw`: the caller's spelling);
 /// events arrive on the returned channel. Blocking: call it off the runtime.
@@ -121,6 +145,7 @@ async fn run(
     tx: mpsc::Sender<Output>,
     shutdown: CancellationToken,
 ) {
+    let _counted = Counted::new();
     let deadline = Instant::now() + state.options.duration;
     let mut pending: HashSet<PathBuf> = HashSet::new();
     let reason = loop {

@@ -4,57 +4,64 @@
 //! `POST /execute` answers NDJSON lines as the execution produces them,
 //! a `keepalive` line after each quiet interval and `end_of_execution`
 //! last; dropping the connection interrupts the execution. `/contexts`
-//! creates, lists, restarts and deletes contexts. Errors are plain text
-//! with the protocol's statuses (404 unknown context, 400 bad request).
-//! Credentials are the API port's (bearer or `X-Access-Token`), and the
-//! identity needs the `devtools:run` scope; `GET /health` is anonymous.
+//! creates, lists, restarts and deletes contexts (restart and delete answer
+//! 200 `null`, as the code-interpreter server does). Errors are plain text
+//! with the protocol's statuses (404 unknown context, 400 bad request),
+//! except malformed bodies: 422 with a JSON `detail` ([`super::code_wire`]).
+//!
+//! Every route is a row of the endpoint table (`code_*`) behind the same
+//! pipeline as every port: credentials are the API port's (bearer or
+//! `X-Access-Token`, or envd's access token), and running code is process
+//! execution, so `process_start`'s rule governs `execute` and contexts
+//! (`read-only` turns them off; its scopes, limits and path rules for a
+//! context's `cwd` apply). A refusal at the door is a JSON body with `detail`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
+use super::code_wire::Payload;
+use super::pipeline::{guarded, KeepAliveLayer};
+use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::{CodeError, CodeInterpreter};
-use crate::policy::{Credentials, PolicyEngine};
-
-/// The scope code execution needs.
-pub const SCOPE: &str = "devtools:run";
+use crate::endpoints::{Endpoint, Port, ENDPOINTS};
+use crate::policy::{Denial, Grant, Op};
 
 /// State of the code port.
 #[derive(Clone)]
 pub struct CodeState {
-    /// The policy engine (authentication).
-    pub engine: Arc<PolicyEngine>,
+    /// The daemon's shared state (the policy engine, for the pipeline).
+    pub app: AppState,
     /// The contexts.
     pub code: Arc<CodeInterpreter>,
     /// Quiet time after which a keepalive line is sent.
     pub keepalive: Duration,
 }
 
-/// The router of the code port.
+/// The router of the code port: one route per `code_*` row of the endpoint
+/// table, each behind the pipeline.
 pub fn router(state: CodeState) -> Router {
-    Router::new()
-        .route("/execute", post(execute))
-        .route("/contexts", post(create).get(list))
-        .route("/contexts/{id}", delete(remove))
-        .route("/contexts/{id}/restart", post(restart))
-        .route_layer(from_fn_with_state(state.clone(), authenticate))
-        .route("/health", get(health))
+    let mut router = Router::new();
+    for endpoint in ENDPOINTS.iter().filter(|e| e.port == Port::Code) {
+        if let Some(route) = handler(endpoint) {
+            router = router.route(endpoint.path, guarded(route, &state.app, endpoint));
+        }
+    }
+    router
         .fallback(|| async { TextError(StatusCode::NOT_FOUND, "Not found".into()) })
         .method_not_allowed_fallback(|| async {
             TextError(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed".into())
         })
+        .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("a code-port handler panicked");
             TextError(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error".into()).into_response()
@@ -62,15 +69,43 @@ pub fn router(state: CodeState) -> Router {
         .with_state(state)
 }
 
+/// The handler of a code-port row, bound to its method.
+pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
+    let filter = crate::http::routes::method_filter(endpoint.method);
+    let route = match endpoint.id {
+        "code_health" => on(filter, health),
+        "code_execute" => on(filter, execute),
+        "code_contexts_create" => on(filter, create),
+        "code_contexts_list" => on(filter, list),
+        "code_contexts_restart" => on(filter, restart),
+        "code_contexts_delete" => on(filter, remove),
+        _ => return None,
+    };
+    Some(route)
+}
+
 /// A plain-text error answer.
 #[derive(Debug)]
 pub struct TextError(StatusCode, String);
+
+impl TextError {
+    /// An answer with this status and text.
+    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
+        TextError(status, text.into())
+    }
+}
 
 impl IntoResponse for TextError {
     fn into_response(self) -> Response {
         let mut response = (self.0, self.1).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         response
+    }
+}
+
+impl From<Denial> for TextError {
+    fn from(denial: Denial) -> Self {
+        TextError(StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN), denial.to_string())
     }
 }
 
@@ -91,53 +126,16 @@ impl From<CodeError> for TextError {
     }
 }
 
-/// A JSON request body (any content type; empty means `{}`), refused in plain text.
-struct Payload<T>(T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Payload<T> {
-    type Rejection = TextError;
-
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let limit = usize::try_from(DEFAULT_MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
-        let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| {
-            TextError(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body too large; limit is {limit} bytes"))
-        })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        serde_json::from_slice(bytes)
-            .map(Payload)
-            .map_err(|e| TextError(StatusCode::BAD_REQUEST, format!("Invalid request body: {e}")))
+/// An interpreter runs any program its code asks for, as a shell does: while
+/// the policy restricts commands (`allow_commands`, `deny_commands` of
+/// `process_start`), code execution is refused like a shell is.
+fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
+    let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
+    if restricted {
+        let message = "Code execution is not permitted while the policy restricts commands";
+        return Err(Denial::forbidden("shell_not_allowed", message).into());
     }
-}
-
-async fn authenticate(State(state): State<CodeState>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let (method, path) = (req.method().clone(), req.uri().path().to_string());
-    let headers = req.headers();
-    let values = |name| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
-    let credentials =
-        Credentials { authorization: values(header::AUTHORIZATION.as_str()), access_tokens: values("x-access-token") };
-    let (identity, response) = match state.engine.authenticate(&credentials) {
-        Err(denial) => {
-            let status = StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            let message = format!("{denial}: send the server token as a bearer token or in X-Access-Token");
-            (None, TextError(status, message).into_response())
-        }
-        Ok(identity) if !identity.can(SCOPE) => {
-            let message = format!("Identity '{}' lacks scope '{SCOPE}' required by the code interpreter", identity.id);
-            (Some(identity.id.clone()), TextError(StatusCode::FORBIDDEN, message).into_response())
-        }
-        Ok(identity) => (Some(identity.id.clone()), next.run(req).await),
-    };
-    tracing::info!(
-        target: "access",
-        listener = "code",
-        identity = identity.as_deref().unwrap_or("-"),
-        %method,
-        path,
-        status = response.status().as_u16(),
-        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0
-    );
-    response
+    Ok(())
 }
 
 async fn health() -> Json<&'static str> {
@@ -146,8 +144,10 @@ async fn health() -> Json<&'static str> {
 
 async fn execute(
     State(state): State<CodeState>,
+    grant: Grant,
     Payload(request): Payload<ExecuteRequest>,
 ) -> Result<Response, TextError> {
+    commands_unrestricted(&grant)?;
     let lines = state.code.execute(request).await?;
     let body = Body::from_stream(ndjson(lines, state.keepalive));
     let mut response = Response::new(body);
@@ -180,21 +180,29 @@ fn ndjson(
 
 async fn create(
     State(state): State<CodeState>,
+    grant: Grant,
     Payload(request): Payload<CreateContextRequest>,
 ) -> Result<Json<ContextInfo>, TextError> {
-    Ok(Json(state.code.create(request.language.as_deref(), request.cwd.as_deref()).await?))
+    commands_unrestricted(&grant)?;
+    // The working directory obeys the path rules of process execution.
+    let cwd = match request.cwd.as_deref().filter(|c| !c.is_empty()) {
+        Some(raw) => Some(grant.resolve(raw, Op::Exec, "cwd")?.display().to_string()),
+        None => None,
+    };
+    Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref()).await?))
 }
 
 async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
     Json(state.code.list())
 }
 
-async fn restart(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn restart(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
+    commands_unrestricted(&grant)?;
     state.code.restart(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }
 
-async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<StatusCode, TextError> {
+async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     state.code.delete(&id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(()))
 }

@@ -44,14 +44,7 @@ impl ApiError {
 
     /// 413 with the limit, for a body over `max_request_bytes`.
     pub fn payload_too_large(size: Option<u64>, limit: u64) -> Self {
-        let message = match size {
-            Some(size) => format!("Request body too large ({size} bytes); limit is {limit}"),
-            None => format!("Request body too large; limit is {limit}"),
-        };
-        let mut err =
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError").with_code("payload_too_large");
-        err.body.limit = Some(limit);
-        err
+        ApiError::from(Denial::PayloadTooLarge { size, limit })
     }
 
     /// 501 for an endpoint this build does not serve yet.
@@ -88,6 +81,12 @@ impl ApiError {
         self
     }
 
+    /// Sets the rule that decided a refusal.
+    pub fn with_rule(mut self, rule: &str) -> Self {
+        self.body.rule = Some(rule.to_string());
+        self
+    }
+
     /// Sets the scope a refusal concerns.
     pub fn with_scope(mut self, scope: &str) -> Self {
         self.body.scope = Some(scope.to_string());
@@ -118,6 +117,7 @@ impl From<Denial> for ApiError {
         body.retry_after = denial.retry_after();
         match denial {
             Denial::EndpointDisabled { rule, .. } => body.rule = Some(rule),
+            Denial::PayloadTooLarge { limit, .. } => body.limit = Some(limit),
             Denial::MissingScope { identity, scope, endpoint } => {
                 body.scope = Some(scope);
                 body.identity = Some(identity);

@@ -5,8 +5,10 @@
 //! modules never see HTTP.
 
 pub mod agents;
+mod browser;
 mod code;
 pub mod code_port;
+pub mod code_wire;
 mod commands;
 mod core;
 pub mod envd;
@@ -15,12 +17,12 @@ pub mod extract;
 mod files;
 mod files_json;
 mod files_transfer;
-mod pipeline;
+pub mod pipeline;
 mod process;
 pub mod pty;
 mod pty_ws;
 pub mod routes;
-mod system;
+pub(crate) mod system;
 #[cfg(test)]
 mod testing;
 
@@ -30,7 +32,6 @@ use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{Method, Uri};
-use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use axum::{Router, ServiceExt};
@@ -41,10 +42,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::normalize_path::NormalizePathLayer;
 
 pub use self::error::ApiError;
-pub use self::pipeline::DEFAULT_MAX_REQUEST_BYTES;
-use self::pipeline::{pipeline, RouteContext};
+pub use self::pipeline::{KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
 use crate::commands::Registry;
-use crate::endpoints::{Endpoint, ENDPOINTS};
+use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
 use crate::pty::{TerminalSettings, Terminals};
@@ -73,6 +73,14 @@ pub struct AppState {
     pub interpreters: Arc<crate::code::Interpreters>,
     /// The agents runtime, started by the first call of an agents endpoint.
     pub agents: crate::agents::LazyAgents,
+    /// The headless browser (started by its first call).
+    pub browser: Arc<crate::browser::Browser>,
+    /// Whether `GET /metrics` answers without credentials.
+    pub metrics_anonymous: bool,
+    /// The metrics every port's pipeline records.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The code port's contexts, when it runs (counted by the metrics).
+    pub interpreter: Option<Arc<crate::code::CodeInterpreter>>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -80,13 +88,14 @@ impl AppState {
     /// State for a server with this policy.
     pub fn new(engine: Arc<PolicyEngine>, shutdown: CancellationToken) -> Self {
         let served =
-            ENDPOINTS.iter().filter(|e| !e.is_virtual() && routes::handler(e).is_some()).map(|e| e.id).collect();
+            ENDPOINTS.iter().filter(|e| e.port == Port::Api && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
         let agents = crate::agents::LazyAgents::new(Arc::clone(&env), shutdown.clone());
+        let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
         AppState {
             engine,
             shutdown,
@@ -98,8 +107,18 @@ impl AppState {
             commands: Arc::new(Registry::default()),
             interpreters,
             agents,
+            browser,
+            metrics_anonymous: false,
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            interpreter: None,
             served: Arc::new(served),
         }
+    }
+
+    /// The same state with a browser run as `settings` say.
+    pub fn with_browser(mut self, settings: crate::browser::BrowserSettings) -> Self {
+        self.browser = browser_for(&self.engine, &self.env, settings);
+        self
     }
 
     /// The same state with these terminal settings and registered commands.
@@ -110,10 +129,15 @@ impl AppState {
     }
 
     /// Marks the PTY WebSocket as served (its listener runs on `port`).
-    pub fn serving_pty(mut self, port: u16) -> Self {
+    pub fn serving_pty(self, port: u16) -> Self {
         self.terminals.set_ws_port(port);
+        self.serving(Port::Pty)
+    }
+
+    /// Marks every endpoint of `port` as served (its listener runs).
+    pub fn serving(mut self, port: Port) -> Self {
         let mut served = (*self.served).clone();
-        served.insert("pty_connect");
+        served.extend(ENDPOINTS.iter().filter(|e| e.port == port).map(|e| e.id));
         self.served = Arc::new(served);
         self
     }
@@ -124,19 +148,30 @@ impl AppState {
     }
 }
 
+/// A browser held to the URL policy of the `browser_navigate` rule.
+fn browser_for(
+    engine: &PolicyEngine,
+    env: &Arc<ChildEnv>,
+    settings: crate::browser::BrowserSettings,
+) -> Arc<crate::browser::Browser> {
+    let rule = crate::endpoints::find("browser_navigate").map(|e| engine.rule(e));
+    let policy = rule.map(crate::policy::guards::UrlPolicy::from_rule).unwrap_or_default();
+    crate::browser::Browser::new(settings, Arc::clone(env), policy)
+}
+
 /// The router of the API port: one route per endpoint of the table.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
-    for endpoint in ENDPOINTS.iter().filter(|e| !e.is_virtual()) {
+    for endpoint in ENDPOINTS.iter().filter(|e| e.port == Port::Api) {
         let id = endpoint.id;
         let method_router = routes::handler(endpoint)
             .unwrap_or_else(|| routes::bind(endpoint, move || async move { ApiError::not_implemented(id) }));
-        let route = RouteContext { app: state.clone(), endpoint };
-        router = router.route(endpoint.path, method_router.layer(from_fn_with_state(route, pipeline)));
+        router = router.route(endpoint.path, pipeline::guarded(method_router, &state, endpoint));
     }
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(KeepAliveLayer)
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
 }
@@ -181,8 +216,9 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let server = axum::serve(listener, ServiceExt::<Request>::into_make_service(service))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    // The peer's address reaches the pipeline (failed authentications are counted per address).
+    let service = ServiceExt::<Request>::into_make_service_with_connect_info::<std::net::SocketAddr>(service);
+    let server = axum::serve(listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let deadline = async {
         shutdown.cancelled().await;
         tokio::time::sleep(grace).await;

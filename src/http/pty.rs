@@ -3,20 +3,18 @@
 //! endpoint), and the mapping of the terminal domain's errors to the
 //! reference's error bodies.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{from_fn, from_fn_with_state, Next};
-use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::extract::JsonBody;
-use super::pipeline::{pipeline, RouteContext};
+use super::pipeline::{guarded, KeepAliveLayer};
 use super::{pty_ws, AppState};
 use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
-use crate::endpoints::{Limit, Param, ENDPOINTS};
+use crate::endpoints::{Limit, Param, Port, ENDPOINTS};
 use crate::policy::{Denial, Grant, ParamValue};
 use crate::pty::request::{self, CreatePolicy, CreateRequest};
 use crate::pty::TerminalError;
@@ -95,25 +93,16 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
 /// none is sent (browsers cannot set headers on a WebSocket).
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
-    if let Some(endpoint) = ENDPOINTS.iter().find(|e| e.id == "pty_connect") {
-        let route = RouteContext { app: state.clone(), endpoint };
-        let connect = get(pty_ws::connect).layer(from_fn_with_state(route, pipeline)).layer(from_fn(token_from_query));
-        router = router.route(endpoint.path, connect);
-    }
-    router.fallback(super::not_found).method_not_allowed_fallback(super::method_not_allowed).with_state(state)
-}
-
-/// Moves `?token=` into `X-Access-Token` when no credentials header is present.
-async fn token_from_query(mut req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    if !headers.contains_key(header::AUTHORIZATION) && !headers.contains_key("x-access-token") {
-        let query = req.uri().query().unwrap_or_default();
-        let token = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
-        if let Some(value) = token.and_then(|t| HeaderValue::from_str(&t).ok()) {
-            req.headers_mut().insert("x-access-token", value);
+    for endpoint in ENDPOINTS.iter().filter(|e| e.port == Port::Pty) {
+        if endpoint.id == "pty_connect" {
+            router = router.route(endpoint.path, guarded(get(pty_ws::connect), &state, endpoint));
         }
     }
-    next.run(req).await
+    router
+        .fallback(super::not_found)
+        .method_not_allowed_fallback(super::method_not_allowed)
+        .layer(KeepAliveLayer)
+        .with_state(state)
 }
 
 impl From<TerminalError> for ApiError {

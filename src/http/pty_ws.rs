@@ -23,8 +23,10 @@ use super::extract::Query;
 use super::AppState;
 use crate::api::PtyMessage;
 use crate::pty::request::{parse_message, ClientMessage};
-use crate::pty::{Session, ShellExit, Update};
+use crate::pty::{Session, ShellExit, TerminalError, Update};
 
+/// The close code of a connection to an unknown or ended session (policy violation, as the reference).
+const UNKNOWN_SESSION: u16 = 1008;
 /// Largest message a client may send.
 const MAX_MESSAGE: usize = 1024 * 1024;
 /// Input accepted but not yet written to the terminal before the connection stops reading.
@@ -39,7 +41,8 @@ pub struct ConnectQuery {
     pub session_id: Option<String>,
 }
 
-/// `GET /pty?session_id=<id>`: attaches to a session (404 when unknown).
+/// `GET /pty?session_id=<id>`: attaches to a session; an unknown one is
+/// accepted and closed at once with code 1008 and a reason naming it.
 pub async fn connect(
     State(app): State<AppState>,
     Query(query): Query<ConnectQuery>,
@@ -48,16 +51,22 @@ pub async fn connect(
     let Some(id) = query.session_id.filter(|id| !id.is_empty()) else {
         return ApiError::bad_request("Missing session_id parameter").into_response();
     };
-    let session = match app.terminals.get(&id) {
-        Ok(session) => session,
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => {
+    let session = app.terminals.get(&id);
+    let upgrade = match (upgrade, session.as_ref()) {
+        (Ok(upgrade), _) => upgrade,
+        (Err(_), Err(_)) => return ApiError::from(TerminalError::NotFound(id)).into_response(),
+        (Err(rejection), Ok(_)) => {
             let message = format!("Expected a WebSocket upgrade: {rejection}");
             return ApiError::new(StatusCode::UPGRADE_REQUIRED, message, "ValueError").into_response();
         }
+    };
+    let Ok(session) = session else {
+        // As the reference: the handshake succeeds and the socket closes with a reason,
+        // so the client reports the session closed rather than a network failure.
+        return upgrade.on_upgrade(move |mut socket| async move {
+            let reason = Utf8Bytes::from(format!("Unknown session: {id}"));
+            let _ = socket.send(Message::Close(Some(CloseFrame { code: UNKNOWN_SESSION, reason }))).await;
+        });
     };
     let shutdown = app.shutdown.clone();
     upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, session, shutdown))

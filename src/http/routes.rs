@@ -8,7 +8,9 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{agents, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
+use super::{
+    agents, browser, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState,
+};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -27,6 +29,7 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "process_output" => bind(endpoint, process::output),
         "system_info" => bind(endpoint, system::info),
         "system_metrics" => bind(endpoint, system::metrics),
+        "metrics" => bind(endpoint, system::prometheus),
         "env_get" => bind(endpoint, system::env_get),
         "env_set" => bind(endpoint, system::env_set),
         "ports" => bind(endpoint, system::ports),
@@ -55,6 +58,14 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "code_run" => bind(endpoint, code::code_run),
         "git_status" => bind(endpoint, code::git_status),
         "git_diff" => bind(endpoint, code::git_diff),
+        "browser_navigate" => bind(endpoint, browser::navigate),
+        "browser_screenshot" => bind(endpoint, browser::screenshot),
+        "browser_content" => bind(endpoint, browser::content),
+        "browser_click" => bind(endpoint, browser::click),
+        "browser_type" => bind(endpoint, browser::type_text),
+        "browser_evaluate" => bind(endpoint, browser::evaluate),
+        "browser_pdf" => bind(endpoint, browser::pdf),
+        "browser_console" => bind(endpoint, browser::console),
         _ => return agents_handler(endpoint),
     };
     Some(route)
@@ -108,5 +119,93 @@ pub fn method_filter(method: Method) -> MethodFilter {
         Method::Put => MethodFilter::PUT,
         Method::Delete => MethodFilter::DELETE,
         Method::Head => MethodFilter::HEAD,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use crate::endpoints::{Endpoint, Port, ENDPOINTS};
+    use crate::http::code_port::{self, CodeState};
+    use crate::http::envd::{self, EnvdState};
+    use crate::http::{self as edge, AppState};
+    use crate::policy::{PolicyEngine, PolicyInputs};
+
+    /// Every port's router, behind a server token.
+    fn routers() -> Vec<(Port, axum::Router)> {
+        let inputs = PolicyInputs { server_token: Some("t".into()), ..PolicyInputs::default() };
+        let engine = Arc::new(PolicyEngine::new(inputs).expect("engine"));
+        let shutdown = CancellationToken::new();
+        let app = AppState::new(engine, shutdown.clone()).serving_pty(1);
+        let envd = Arc::new(crate::envd::Envd::new(Arc::clone(&app.env), shutdown.clone(), 1024));
+        let config = crate::code::CodeConfig {
+            max_contexts: 1,
+            idle_timeout: None,
+            interpreters: crate::code::Interpreters::default(),
+            base_dir: std::env::temp_dir(),
+        };
+        let code = crate::code::CodeInterpreter::new(config, Arc::clone(&app.env), shutdown);
+        vec![
+            (Port::Api, edge::router(app.clone())),
+            (Port::Pty, edge::pty::router(app.clone())),
+            (Port::Envd, envd::router(EnvdState { app: app.clone(), envd })),
+            (Port::Code, code_port::router(CodeState { app, code, keepalive: std::time::Duration::from_secs(1) })),
+        ]
+    }
+
+    fn has_handler(endpoint: &Endpoint) -> bool {
+        match endpoint.port {
+            Port::Api => super::handler(endpoint).is_some() || endpoint.group.opt_in(),
+            Port::Pty => endpoint.id == "pty_connect",
+            Port::Envd => envd::handler(endpoint).is_some(),
+            Port::Code => code_port::handler(endpoint).is_some(),
+        }
+    }
+
+    #[test]
+    fn every_entry_has_a_handler_on_its_port() {
+        let missing: Vec<_> = ENDPOINTS.iter().filter(|e| !has_handler(e)).map(|e| e.id).collect();
+        assert!(missing.is_empty(), "entries without a handler: {missing:?}");
+    }
+
+    /// Each router answers every entry of its port through the pipeline (a
+    /// call without credentials is refused 401 there, not 404 by the
+    /// fallback), and nothing else: a path no entry has is the fallback's.
+    #[tokio::test]
+    async fn every_route_is_an_entry_and_every_entry_a_route_behind_the_pipeline() {
+        let placeholder = regex::Regex::new(r"\{[a-z_]+\}").expect("regex");
+        for (port, router) in routers() {
+            for endpoint in ENDPOINTS.iter().filter(|e| e.port == port) {
+                let path = placeholder.replace_all(&endpoint.path.replace("{pid}", "1"), "x").into_owned();
+                let method = crate::http::routes::method_filter(endpoint.method);
+                let method = ["GET", "POST", "PUT", "DELETE", "HEAD"]
+                    .into_iter()
+                    .find(|m| {
+                        method
+                            == axum::routing::MethodFilter::try_from(
+                                axum::http::Method::from_bytes(m.as_bytes()).expect("method"),
+                            )
+                            .expect("filter")
+                    })
+                    .expect("a method");
+                let request = Request::builder().method(method).uri(&path).body(Body::empty()).expect("request");
+                let response = router.clone().oneshot(request).await.expect("response");
+                let status = response.status().as_u16();
+                if endpoint.auth_required {
+                    assert_eq!(status, 401, "{} ({method} {path} on {port:?}) is not behind the pipeline", endpoint.id);
+                } else {
+                    assert!(status < 400, "{} ({method} {path} on {port:?}) answered {status}", endpoint.id);
+                }
+            }
+            let request = Request::builder().uri("/no-such-route").body(Body::empty()).expect("request");
+            let response = router.clone().oneshot(request).await.expect("response");
+            assert_eq!(response.status().as_u16(), 404, "{port:?}");
+        }
     }
 }

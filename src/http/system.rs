@@ -49,6 +49,19 @@ pub async fn env_set(
     }
 }
 
+/// `GET /metrics`: the pipeline's Prometheus metrics and the live resources.
+pub async fn prometheus(State(app): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let live = crate::metrics::Live {
+        processes: app.processes.live(),
+        terminals: app.terminals.live() as u64,
+        code_contexts: app.interpreter.as_ref().map_or(0, |code| code.list().len() as u64),
+        watches: crate::fs::watch::live() as u64,
+    };
+    let content_type = [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)];
+    (content_type, app.metrics.render(live)).into_response()
+}
+
 /// `GET /ports`.
 pub async fn ports(State(app): State<AppState>) -> Result<Json<PortList>, ApiError> {
     Ok(Json(PortList { listening: app.system.ports().await? }))
@@ -63,8 +76,8 @@ pub async fn packages(
     Ok(Json(app.system.packages(manager, &app.env, app.engine.base_dir()).await?))
 }
 
-/// The endpoint's `allow_vars` / `deny_vars`.
-fn var_rules(grant: &Grant) -> VarRules {
+/// The endpoint's `allow_vars` / `deny_vars` (envd's `/init` and `/envs` use `env_set`'s and `env_get`'s).
+pub(crate) fn var_rules(grant: &Grant) -> VarRules {
     let list = |param| match grant.param(param) {
         Some(ParamValue::Strings(patterns)) => patterns.as_slice(),
         _ => &[],

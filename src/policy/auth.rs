@@ -27,22 +27,42 @@ fn err<T>(message: impl Into<String>) -> Result<T, PolicyConfigError> {
 pub struct TokenIdentity {
     identity: Arc<Identity>,
     digest: [u8; 32],
+    /// The token itself, when it is known (read from the environment): it
+    /// signs envd `/files` URLs. A policy's `token_sha256` identity has none.
+    plain: Option<Arc<str>>,
 }
 
 impl TokenIdentity {
-    /// An identity whose token is `token` (only its digest is kept).
+    /// An identity whose token is `token`; it can sign URLs.
     pub fn from_token(id: impl Into<String>, scopes: BTreeSet<String>, token: &str) -> Self {
-        TokenIdentity::from_digest(id, scopes, sha256(token.as_bytes()))
+        let mut entry = TokenIdentity::from_digest(id, scopes, sha256(token.as_bytes()));
+        entry.plain = Some(Arc::from(token));
+        entry
     }
 
-    /// An identity whose token has the given SHA-256 digest.
+    /// An identity whose token has the given SHA-256 digest (it cannot sign URLs).
     pub fn from_digest(id: impl Into<String>, scopes: BTreeSet<String>, digest: [u8; 32]) -> Self {
-        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest }
+        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest, plain: None }
     }
 
     /// Who the token is.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// The shared identity.
+    pub fn shared(&self) -> &Arc<Identity> {
+        &self.identity
+    }
+
+    /// The token, when known (the key of the URLs it signs).
+    pub fn plain(&self) -> Option<&str> {
+        self.plain.as_deref()
+    }
+
+    /// Whether `presented` is this token (constant time).
+    pub fn matches(&self, presented: &str) -> bool {
+        bool::from(sha256(presented.as_bytes()).ct_eq(&self.digest))
     }
 }
 
@@ -59,6 +79,54 @@ pub struct Credentials<'a> {
     pub authorization: Vec<&'a str>,
     /// Every `X-Access-Token` header value.
     pub access_tokens: Vec<&'a str>,
+}
+
+impl<'a> Credentials<'a> {
+    /// The bearer tokens of the `Authorization` values.
+    pub fn bearers(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.authorization.iter().filter_map(|value| {
+            let (scheme, rest) = value.split_once(' ')?;
+            let token = rest.trim();
+            (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+        })
+    }
+
+    /// The tokens presented, each at most once: the bearer token, then the access token.
+    ///
+    /// # Errors
+    /// [`Denial::AmbiguousCredentials`] for several distinct bearer tokens or
+    /// several distinct `X-Access-Token` values (one of each is fine: a
+    /// gateway's `X-Access-Token` travels beside the caller's bearer token).
+    pub fn presented(&self) -> Result<Presented<'a>, Denial> {
+        let bearer = one(self.bearers())?;
+        let access = one(self.access_tokens.iter().copied())?.filter(|a| Some(*a) != bearer);
+        Ok(Presented([bearer, access]))
+    }
+}
+
+/// The one value of `values`, if any; several distinct ones are ambiguous.
+fn one<'a>(mut values: impl Iterator<Item = &'a str>) -> Result<Option<&'a str>, Denial> {
+    let first = values.next();
+    if values.any(|v| Some(v) != first) {
+        return Err(Denial::AmbiguousCredentials);
+    }
+    Ok(first.filter(|v| !v.is_empty()))
+}
+
+/// At most two tokens a request presents (a bearer token, an access token), without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Presented<'a>([Option<&'a str>; 2]);
+
+impl<'a> Presented<'a> {
+    /// The tokens, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().flatten().copied()
+    }
+
+    /// Whether none was presented.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
 }
 
 /// Turns credentials into identities.
@@ -103,20 +171,18 @@ impl Authenticator {
     /// values, [`Denial::Unauthorized`] when no credential matches and
     /// anonymous callers are not admitted.
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
-        let access = &credentials.access_tokens;
-        if access.iter().any(|v| *v != access[0]) {
-            return Err(Denial::AmbiguousCredentials);
-        }
-        let bearers = credentials.authorization.iter().filter_map(|value| {
-            let (scheme, rest) = value.split_once(' ')?;
-            let token = rest.trim();
-            (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-        });
-        let mut presented = bearers.chain(access.iter().copied().filter(|v| !v.is_empty())).peekable();
-        if presented.peek().is_none() {
+        self.authenticate_presented(credentials.presented()?)
+    }
+
+    /// [`Authenticator::authenticate`] of tokens already read.
+    ///
+    /// # Errors
+    /// As [`Authenticator::authenticate`].
+    pub fn authenticate_presented(&self, presented: Presented<'_>) -> Result<Arc<Identity>, Denial> {
+        if presented.is_empty() {
             return self.anonymous.clone().ok_or(Denial::Unauthorized);
         }
-        for candidate in presented {
+        for candidate in presented.iter() {
             if let Some(identity) = self.match_token(candidate) {
                 return Ok(identity);
             }
@@ -305,6 +371,17 @@ mod tests {
         let auth = server("s3cret");
         assert_eq!(auth.authenticate(&creds(&[], &["a", "b"])), Err(Denial::AmbiguousCredentials));
         assert!(auth.authenticate(&creds(&[], &["s3cret", "s3cret"])).is_ok());
+    }
+
+    #[test]
+    fn distinct_bearer_tokens_are_ambiguous_but_one_beside_an_access_token_is_not() {
+        let auth = server("s3cret");
+        let guesses = creds(&["Bearer a", "Bearer b", "Bearer s3cret"], &[]);
+        assert_eq!(auth.authenticate(&guesses), Err(Denial::AmbiguousCredentials));
+        assert!(auth.authenticate(&creds(&["Bearer s3cret", "bearer s3cret"], &[])).is_ok());
+        assert!(auth.authenticate(&creds(&["Bearer s3cret", "Basic dXNlcjo="], &[])).is_ok());
+        assert!(auth.authenticate(&creds(&["Bearer s3cret"], &["gateway-token"])).is_ok());
+        assert_eq!(creds(&["Bearer x"], &["x"]).presented().map(|p| p.iter().collect::<Vec<_>>()), Ok(vec!["x"]));
     }
 
     #[test]

@@ -38,9 +38,23 @@ pub enum Denial {
         /// Seconds until a request would be admitted.
         retry_after: u64,
     },
+    /// The peer address failed to authenticate too often; its credentials are not checked now.
+    #[error("Too many failed authentications from this address")]
+    AuthThrottled {
+        /// Seconds until the address may try again.
+        retry_after: u64,
+    },
     /// The identity exceeded `max_concurrency`.
     #[error("Too many concurrent requests")]
     ConcurrencyLimited,
+    /// The request body is larger than the endpoint's `max_request_bytes`.
+    #[error("Request body too large{}; limit is {limit}", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
+    PayloadTooLarge {
+        /// The declared size, when known.
+        size: Option<u64>,
+        /// The limit.
+        limit: u64,
+    },
     /// A query parameter was given more than once.
     #[error("Repeated query parameters are not allowed")]
     DuplicateParameter,
@@ -99,8 +113,10 @@ impl Denial {
             Denial::EndpointDisabled { .. } => "endpoint_disabled",
             Denial::MissingScope { .. } => "missing_scope",
             Denial::RateLimited { .. } => "rate_limited",
+            Denial::AuthThrottled { .. } => "auth_throttled",
             Denial::ConcurrencyLimited => "concurrency_limited",
             Denial::DuplicateParameter => "duplicate_parameter",
+            Denial::PayloadTooLarge { .. } => "payload_too_large",
             Denial::InvalidPath { .. } => "invalid_path",
             Denial::PathNotAllowed { .. } => "path_not_allowed",
             Denial::SymlinkDenied { .. } => "symlink_denied",
@@ -116,7 +132,8 @@ impl Denial {
             Denial::Unauthorized => 401,
             Denial::AmbiguousCredentials | Denial::DuplicateParameter | Denial::InvalidPath { .. } => 400,
             Denial::EndpointDisabled { .. } => 404,
-            Denial::RateLimited { .. } | Denial::ConcurrencyLimited => 429,
+            Denial::PayloadTooLarge { .. } => 413,
+            Denial::RateLimited { .. } | Denial::AuthThrottled { .. } | Denial::ConcurrencyLimited => 429,
             Denial::Other { status, .. } => *status,
             _ => 403,
         }
@@ -129,8 +146,9 @@ impl Denial {
             Denial::AmbiguousCredentials
             | Denial::DuplicateParameter
             | Denial::InvalidPath { .. }
+            | Denial::PayloadTooLarge { .. }
             | Denial::EndpointDisabled { .. } => "ValueError",
-            Denial::RateLimited { .. } | Denial::ConcurrencyLimited => "RateLimited",
+            Denial::RateLimited { .. } | Denial::AuthThrottled { .. } | Denial::ConcurrencyLimited => "RateLimited",
             Denial::Other { error_type, .. } => error_type,
             _ => "PolicyDenied",
         }
@@ -139,7 +157,7 @@ impl Denial {
     /// Seconds a client should wait before retrying, for 429s.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            Denial::RateLimited { retry_after } => Some(*retry_after),
+            Denial::RateLimited { retry_after } | Denial::AuthThrottled { retry_after } => Some(*retry_after),
             Denial::ConcurrencyLimited => Some(1),
             _ => None,
         }

@@ -22,6 +22,7 @@ struct Admitted {
     engine: Arc<PolicyEngine>,
     endpoint: &'static Endpoint,
     identity: Arc<Identity>,
+    user: Option<String>,
     touched: Mutex<Vec<String>>,
 }
 
@@ -32,8 +33,45 @@ impl std::fmt::Debug for Grant {
 }
 
 impl Grant {
-    pub(super) fn new(engine: Arc<PolicyEngine>, endpoint: &'static Endpoint, identity: Arc<Identity>) -> Self {
-        Grant(Arc::new(Admitted { engine, endpoint, identity, touched: Mutex::default() }))
+    pub(super) fn new(
+        engine: Arc<PolicyEngine>,
+        endpoint: &'static Endpoint,
+        identity: Arc<Identity>,
+        user: Option<String>,
+    ) -> Self {
+        Grant(Arc::new(Admitted { engine, endpoint, identity, user, touched: Mutex::default() }))
+    }
+
+    /// The account the request asks to act as (envd's `Authorization: Basic`
+    /// user, or the user a signed URL names), if any.
+    pub fn user(&self) -> Option<&str> {
+        self.0.user.as_deref()
+    }
+
+    /// The grant of the endpoint's [`Endpoint::also`], for a call that asks
+    /// for more than its own endpoint gives (envd `Start` with a terminal):
+    /// that rule must be enabled and its scopes held too. Its rate and
+    /// concurrency limits are not taken again.
+    ///
+    /// # Errors
+    /// `endpoint_disabled` or `missing_scope` of the other endpoint.
+    pub fn also(&self) -> Result<Grant, Denial> {
+        let Some(other) = self.0.endpoint.also.and_then(crate::endpoints::find) else {
+            return Ok(self.clone());
+        };
+        let rule = self.0.engine.rule(other);
+        if !rule.enabled {
+            return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
+        }
+        if let Some(scope) = self.0.identity.missing(&rule.scopes) {
+            return Err(Denial::MissingScope {
+                identity: self.0.identity.id.clone(),
+                scope: scope.to_string(),
+                endpoint: other.id.to_string(),
+            });
+        }
+        let engine = Arc::clone(&self.0.engine);
+        Ok(Grant::new(engine, other, Arc::clone(&self.0.identity), self.0.user.clone()))
     }
 
     /// The endpoint admitted.
@@ -43,6 +81,11 @@ impl Grant {
 
     /// The caller.
     pub fn identity(&self) -> &Identity {
+        &self.0.identity
+    }
+
+    /// The caller, shared.
+    pub fn identity_arc(&self) -> &Arc<Identity> {
         &self.0.identity
     }
 
@@ -124,7 +167,7 @@ mod tests {
         let inputs = PolicyInputs { base_dir: dir.path().to_path_buf(), ..PolicyInputs::default() };
         let engine = Arc::new(PolicyEngine::new(inputs).expect("valid"));
         let endpoint = crate::endpoints::find("files_stat").expect("files_stat");
-        let grant = Grant::new(engine, endpoint, Arc::new(Identity::new("t", ["*"])));
+        let grant = Grant::new(engine, endpoint, Arc::new(Identity::new("t", ["*"])), None);
         let clone = grant.clone();
         let resolved = clone.resolve_path("a.txt").expect("inside");
         assert!(grant.resolve_path("/etc/passwd").is_err(), "refused paths are not recorded");

@@ -57,11 +57,20 @@ impl PolicyEngine {
         let execs: Vec<_> = self.rules.iter().filter(|r| r.enabled && r.endpoint.exec).collect();
         for identity in identities {
             let reach = |rules: &[&super::EffectiveRule]| {
-                let mut ids: Vec<&str> =
-                    rules.iter().filter(|r| identity.missing(&r.scopes).is_none()).map(|r| r.endpoint.id).collect();
-                ids.sort_unstable();
-                ids.truncate(3);
-                ids
+                // The reference's endpoints first: they name the rule to change.
+                let mut reached: Vec<(bool, &str)> = rules
+                    .iter()
+                    .filter(|r| identity.missing(&r.scopes).is_none())
+                    .map(|r| {
+                        (
+                            r.endpoint.governed_by.is_some() && r.endpoint.port != crate::endpoints::Port::Api,
+                            r.endpoint.id,
+                        )
+                    })
+                    .collect();
+                reached.sort_unstable();
+                reached.truncate(3);
+                reached.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
             };
             let (paths, execs) = (reach(&scoped), reach(&execs));
             if !paths.is_empty() && !execs.is_empty() {

@@ -25,13 +25,15 @@ pub mod paths;
 pub mod presets;
 pub mod rules;
 mod schema;
+pub mod signed;
 pub mod source;
+pub mod throttle;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
-pub use self::auth::{sha256, Authenticator, Credentials, TokenIdentity};
+pub use self::auth::{sha256, Authenticator, Credentials, Presented, TokenIdentity};
 pub use self::denial::Denial;
 pub use self::document::PolicyDocument;
 pub use self::grant::Grant;
@@ -40,6 +42,7 @@ pub use self::limiter::Permit;
 pub use self::lint::file_permission_warnings;
 pub use self::paths::{Op, PathGuard, PathRules};
 pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
+pub use self::signed::SignedRequest;
 pub use self::source::PolicySources;
 
 use self::document::TokenSecret;
@@ -105,6 +108,13 @@ pub struct PolicyEngine {
     unauthenticated: Arc<Identity>,
     origin: String,
     policy_file: Option<PathBuf>,
+    /// For each endpoint, the index of the endpoint governing it (its own when none):
+    /// rate and concurrency limits count in the governing endpoint's buckets.
+    governing: Vec<usize>,
+    /// The envd access token `POST /init` set, if any.
+    access_token: RwLock<Option<TokenIdentity>>,
+    /// Failed authentications per peer address.
+    pub throttle: throttle::Throttle,
 }
 
 impl PolicyEngine {
@@ -133,7 +143,9 @@ impl PolicyEngine {
                             spec.id
                         )));
                     }
-                    auth::sha256(value.as_bytes())
+                    // Known in plain, the token can sign envd URLs.
+                    tokens.push(TokenIdentity::from_token(spec.id.clone(), spec.scopes.clone(), &value));
+                    continue;
                 }
             };
             tokens.push(TokenIdentity::from_digest(spec.id.clone(), spec.scopes.clone(), digest));
@@ -180,6 +192,9 @@ impl PolicyEngine {
             unauthenticated: Arc::new(Identity::unauthenticated()),
             origin: document.origin.clone(),
             policy_file: document.file.clone(),
+            governing: ENDPOINTS.iter().map(|e| index_of(e.governing())).collect(),
+            access_token: RwLock::new(None),
+            throttle: throttle::Throttle::default(),
         })
     }
 
@@ -188,7 +203,18 @@ impl PolicyEngine {
     /// # Errors
     /// 401 or 400 refusals, as [`Authenticator::authenticate`].
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Arc<Identity>, Denial> {
-        self.authenticator.authenticate(credentials)
+        self.authenticate_presented(credentials.presented()?)
+    }
+
+    /// [`PolicyEngine::authenticate`] of tokens already read.
+    ///
+    /// # Errors
+    /// As [`PolicyEngine::authenticate`].
+    pub fn authenticate_presented(&self, presented: Presented<'_>) -> Result<Arc<Identity>, Denial> {
+        if let Some(identity) = self.match_access_token(presented) {
+            return Ok(identity);
+        }
+        self.authenticator.authenticate_presented(presented)
     }
 
     /// The identity of callers of endpoints that need no credentials (`/health`).
@@ -226,6 +252,19 @@ impl PolicyEngine {
         endpoint: &'static Endpoint,
         identity: Arc<Identity>,
     ) -> Result<(Grant, Option<Permit>), Denial> {
+        self.admit_as(endpoint, identity, None)
+    }
+
+    /// [`PolicyEngine::admit`] for a caller that asks to act as `user` (envd).
+    ///
+    /// # Errors
+    /// As [`PolicyEngine::admit`].
+    pub fn admit_as(
+        self: &Arc<Self>,
+        endpoint: &'static Endpoint,
+        identity: Arc<Identity>,
+        user: Option<String>,
+    ) -> Result<(Grant, Option<Permit>), Denial> {
         let index = index_of(endpoint);
         let rule = &self.rules[index];
         if !rule.enabled {
@@ -239,12 +278,12 @@ impl PolicyEngine {
             });
         }
         let permit = self.limiter.admit(
-            index,
+            self.governing[index],
             &identity,
             rule.limit(Limit::RatePerMinute).map(LimitValue::as_u64),
             rule.limit(Limit::MaxConcurrency).map(LimitValue::as_u64),
         )?;
-        Ok((Grant::new(Arc::clone(self), endpoint, identity), permit))
+        Ok((Grant::new(Arc::clone(self), endpoint, identity, user), permit))
     }
 
     /// The boundary directory for paths when rules allow none.

@@ -99,7 +99,9 @@ mod tests {
         let preset = compiled(json!({"preset": "default"}), &[]);
         let none = compiled(json!({}), &[]);
         assert_eq!(enabled(&preset), enabled(&none));
-        assert_eq!(enabled(&preset).len(), 39, "every group but the opt-in ones");
+        let on_api = enabled(&preset).into_iter().filter(|id| !id.starts_with("envd_") && !id.starts_with("code_"));
+        assert_eq!(on_api.count(), 40, "every group but the opt-in ones, and /metrics");
+        assert_eq!(enabled(&preset).len(), 40 + 23 + 6, "and every route of the envd and code ports");
     }
 
     #[test]
@@ -113,7 +115,12 @@ mod tests {
             "files_upload_status",
             "files_upload_cancel",
         ];
-        assert_eq!(enabled(&rules), [&CORE[..], &transfers[..]].concat(), "with the extensions they govern");
+        let other_ports = ["envd_health", "envd_files_read", "envd_files_write", "code_health"];
+        assert_eq!(
+            enabled(&rules),
+            [&CORE[..], &transfers[..], &other_ports[..]].concat(),
+            "with the extensions they govern, on every port"
+        );
         assert_eq!(rule(&rules, "shell").disabled_by, "preset:transfer-only:endpoints.*");
         assert_eq!(rule(&rules, "code_run").disabled_by, "preset:transfer-only:endpoints.*", "a glob beats a group");
     }
@@ -158,7 +165,8 @@ mod tests {
     #[test]
     fn locked_keeps_registered_commands_and_core() {
         let rules = compiled(json!({"preset": "locked"}), &[]);
-        assert_eq!(enabled(&rules), [&CORE[..], &["list_commands", "run_command"]].concat());
+        let probes = ["envd_health", "code_health"];
+        assert_eq!(enabled(&rules), [&CORE[..], &["list_commands", "run_command"], &probes[..]].concat());
     }
 
     #[test]

@@ -43,14 +43,18 @@ impl Selector {
     /// select it: defaults < group < glob < the endpoint's governing id < its own id.
     ///
     /// An extension endpoint (see [`Endpoint::governed_by`]) is selected by
-    /// the id of the reference endpoint it extends, so a policy written for
-    /// the reference server governs the extension the same way; a rule naming
-    /// the extension's own id is more specific still.
+    /// every selector that selects the reference endpoint governing it (its
+    /// group, a glob matching its id, its id), so a policy written for the
+    /// reference server governs the extension the same way, whatever port
+    /// serves it; a rule naming the extension's own id is more specific still.
     fn specificity(&self, endpoint: &Endpoint) -> Option<u8> {
+        let governing = endpoint.governed_by.and_then(crate::endpoints::find);
         match self {
             Selector::Defaults => Some(0),
-            Selector::Group(g) => (*g == endpoint.group).then_some(1),
-            Selector::Glob(p) => glob_matches(p, endpoint.id).then_some(2),
+            Selector::Group(g) => (*g == endpoint.group || governing.is_some_and(|e| e.group == *g)).then_some(1),
+            Selector::Glob(p) => {
+                (glob_matches(p, endpoint.id) || governing.is_some_and(|e| glob_matches(p, e.id))).then_some(2)
+            }
             Selector::Exact(id) if id == endpoint.id => Some(4),
             Selector::Exact(id) => (endpoint.governed_by == Some(id.as_str())).then_some(3),
         }

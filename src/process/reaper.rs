@@ -83,6 +83,9 @@ pub struct SpawnOptions {
     pub credentials: Option<Credentials>,
     /// The child's `oom_score_adj` (default: [`CHILD_OOM_SCORE_ADJ`]).
     pub oom_score_adj: Option<i32>,
+    /// Kill the child when the daemon dies, even by SIGKILL (its spawning
+    /// thread must live as long as the daemon: a runtime worker does).
+    pub die_with_parent: bool,
 }
 
 /// How often the reaper sweeps for zombies nobody awaits (reparented
@@ -193,13 +196,14 @@ impl Supervisor {
             command.process_group(0);
         }
         let oom_score_adj = options.oom_score_adj.unwrap_or(CHILD_OOM_SCORE_ADJ);
-        let hook = options.new_session || options.credentials.is_some();
+        let hook = options.new_session || options.credentials.is_some() || options.die_with_parent;
         if hook {
             let setup = ChildSetup {
                 oom_score_adj: Some(oom_score_adj),
                 new_session: options.new_session,
                 controlling_terminal: options.controlling_terminal,
                 credentials: options.credentials,
+                die_with_parent: options.die_with_parent,
             };
             sys::prepare_child(&mut command, setup);
         }

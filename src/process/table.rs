@@ -133,6 +133,11 @@ impl Processes {
         Processes::default()
     }
 
+    /// Runs holding a slot now, of every kind (envd's processes included).
+    pub fn live(&self) -> u64 {
+        self.inner.lock().live.values().sum()
+    }
+
     /// Reserves a slot of `kind` under `limit` (`None`: unlimited).
     ///
     /// # Errors

@@ -119,6 +119,31 @@ pub struct Terminals {
 struct Table {
     sessions: HashMap<String, Arc<Session>>,
     starting: usize,
+    /// Terminals started elsewhere (envd's) that count under `max_sessions`.
+    leased: usize,
+}
+
+impl Table {
+    fn live(&self) -> usize {
+        self.sessions.values().filter(|s| s.exit_status().is_none()).count() + self.starting + self.leased
+    }
+}
+
+/// A place under `max_sessions` held by a terminal started elsewhere (an
+/// envd terminal process); given back when dropped.
+pub struct Lease(Arc<Terminals>);
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lease")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut table = self.0.table();
+        table.leased = table.leased.saturating_sub(1);
+    }
 }
 
 impl std::fmt::Debug for Terminals {
@@ -174,8 +199,7 @@ impl Terminals {
         let limit = max_sessions.unwrap_or(self.settings.max_sessions);
         {
             let mut table = self.table();
-            let live = table.sessions.values().filter(|s| s.exit_status().is_none()).count() + table.starting;
-            if live >= limit {
+            if table.live() >= limit {
                 return Err(TerminalError::SessionLimit(limit));
             }
             table.starting += 1;
@@ -192,6 +216,26 @@ impl Terminals {
             started
         });
         task.await.map_err(|e| TerminalError::Spawn(std::io::Error::other(e.to_string())))?
+    }
+
+    /// Live terminals: running sessions, those starting, and envd's.
+    pub fn live(&self) -> usize {
+        self.table().live()
+    }
+
+    /// A place under `max_sessions` (the policy's, else the setting) for a
+    /// terminal started elsewhere, so every port counts against one limit.
+    ///
+    /// # Errors
+    /// [`TerminalError::SessionLimit`].
+    pub fn lease(self: &Arc<Self>, max_sessions: Option<usize>) -> Result<Lease, TerminalError> {
+        let limit = max_sessions.unwrap_or(self.settings.max_sessions);
+        let mut table = self.table();
+        if table.live() >= limit {
+            return Err(TerminalError::SessionLimit(limit));
+        }
+        table.leased += 1;
+        Ok(Lease(Arc::clone(self)))
     }
 
     async fn start_session(

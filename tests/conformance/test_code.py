@@ -156,11 +156,11 @@ def test_env_vars_apply_to_one_execution(interpreter):
 
 def test_javascript_and_bash_run_in_their_own_default_contexts(interpreter):
     _, sandbox = interpreter
-    expected = ["bash"]
+    expected = ["bash", "python"]
     if subprocess.run(["sh", "-c", "command -v node"], capture_output=True).returncode == 0:
         sandbox.run_code("const base = 40", language="javascript")
         assert sandbox.run_code("base + 2", language="js").text == "42"
-        expected.append("javascript")
+        expected.insert(1, "javascript")
     sandbox.run_code("count=41", language="bash")
     assert sandbox.run_code("echo $((count + 1))", language="bash").logs.stdout == ["42\n"]
     assert sorted(c.language for c in sandbox.list_code_contexts()) == expected

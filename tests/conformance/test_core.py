@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from agent_sandbox.models.errors import (
     EndpointNotAvailableError,
@@ -38,7 +40,10 @@ def test_health_is_false_when_nothing_listens(server):
 def test_discover_reports_the_reference_groups_and_endpoint_states(server):
     caps = server.client().discover_sync()
     assert caps.api_version == 2
-    assert caps.groups == REFERENCE_GROUPS
+    # The reference's groups unchanged, and this server's other ports in groups of their own.
+    assert caps.groups == {**REFERENCE_GROUPS, "envd": True, "code_interpreter": True}
+    assert caps.can("envd_stat") and caps.info("envd_stat").group == "envd"
+    assert caps.info("code_execute").scopes == ["process:run"]
     assert caps.group_summary["agents"] == {"enabled": 0, "total": 70}
     assert caps.group_summary["file_ops"]["total"] == 14
     assert caps.identity_id == "server"
@@ -109,9 +114,9 @@ def test_a_server_without_a_token_accepts_anonymous_calls(make_server):
 
 
 def test_unimplemented_endpoints_raise_a_server_error(make_server):
-    srv = make_server(env={"ABX_SERVER_ENABLED_GROUPS": "browser"})
+    srv = make_server(env={"ABX_SERVER_ENABLED_GROUPS": "agents"})
     with pytest.raises(ServerAPIError) as caught:
-        srv.client().browser.content_sync()
+        asyncio.run(srv.client()._request("agents_models_list", "GET", "/v1/models"))
     assert caught.value.status_code == 501
     assert caught.value.error_code == "not_implemented"
 

@@ -1,13 +1,17 @@
 // Node.js driver of agent-sandbox-server code contexts (embedded in the binary).
 //
 // Runs cells in this process's global scope, so variables, functions and
-// required modules persist from one cell to the next. Commands arrive on
+// required modules persist from one cell to the next. Its argument is the
+// language: `javascript`, or `typescript` (types are stripped first, by
+// Node.js itself when it can, else by the `typescript` package; without
+// either the driver reports it missing). Cells with `import` declarations or
+// top-level `await` are rewritten by cellRewriter (node_cells.js). Commands arrive on
 // fd 3 as NUL-separated fields; events leave on fd 4 as JSON objects each
 // followed by a NUL byte. console output becomes "out" events; anything
 // written to fds 1 and 2 directly reaches the daemon through those pipes.
 // SIGINT interrupts the running cell and is ignored between cells.
-'use strict';
 (function main() {
+  'use strict';
   const fs = require('fs');
   const net = require('net');
   const path = require('path');
@@ -47,6 +51,14 @@
     });
   }
 
+  const language = process.argv[1] === 'typescript' ? 'typescript' : 'javascript';
+  const stripTypes = language === 'typescript' ? typeStripper() : null;
+  if (language === 'typescript' && !stripTypes) {
+    emit({ t: 'missing', program: 'a TypeScript compiler (Node.js 22.13 or later, or the typescript package: npm install -g typescript)' });
+    process.exit(3);
+  }
+  Object.defineProperty(globalThis, '__abx_import', { value: (specifier) => import(specifier) });
+
   globalThis.console = new Console({ stdout: output('stdout'), stderr: output('stderr'), colorMode: false });
   globalThis.require = Module.createRequire(path.join(process.cwd(), '[cell]'));
 
@@ -73,7 +85,8 @@
         data = {};
       }
     }
-    if (typeof data['text/plain'] !== 'string') data['text/plain'] = util.inspect(value);
+    // A string is quoted as the protocol expects; the daemon removes exactly this pair of quotes.
+    if (typeof data['text/plain'] !== 'string') data['text/plain'] = typeof value === 'string' ? `'${value}'` : util.inspect(value);
     return data;
   }
 
@@ -101,15 +114,42 @@
     emit({ t: 'error', name, value, traceback: stack });
   }
 
-  function compile(code, filename) {
-    try {
-      return new vm.Script(code, { filename });
-    } catch (error) {
-      if (error instanceof SyntaxError && /await/.test(error.message)) {
-        // Top-level await: run the cell as an async function (its declarations stay local).
-        return new vm.Script('(async () => {\n' + code + '\n})()', { filename, lineOffset: -1 });
+  function typeStripper() {
+    const builtin = Module.stripTypeScriptTypes;
+    if (typeof builtin === 'function') {
+      return (code) => {
+        try {
+          return builtin(code, { mode: 'strip' });
+        } catch (error) {
+          return builtin(code, { mode: 'transform' });
+        }
+      };
+    }
+    const global = path.resolve(process.execPath, '..', '..', 'lib', 'node_modules');
+    for (const base of [process.cwd(), global, '/usr/local/lib/node_modules', '/usr/lib/node_modules']) {
+      try {
+        const ts = require(require.resolve('typescript', { paths: [base] }));
+        const compilerOptions = { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, verbatimModuleSyntax: true };
+        return (code, fileName) => ts.transpileModule(code, { fileName: fileName + '.ts', compilerOptions }).outputText;
+      } catch (error) {
+        // not there: try the next place
       }
-      throw error;
+    }
+    return null;
+  }
+
+  function compile(code, filename) {
+    const source = stripTypes ? stripTypes(code, filename) : code;
+    try {
+      return new vm.Script(cellRewriter.declareGlobally(source), { filename });
+    } catch (error) {
+      if (!(error instanceof SyntaxError) || !cellRewriter.needsRewrite(source)) throw error;
+      // import declarations or top-level await: run the cell as an async function.
+      try {
+        return new vm.Script(cellRewriter.rewrite(source, true), { filename });
+      } catch (again) {
+        return new vm.Script(cellRewriter.rewrite(source, false), { filename });
+      }
     }
   }
 

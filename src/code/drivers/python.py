@@ -7,6 +7,11 @@
 # errors); output written to fds 1 and 2 directly (subprocesses, C code)
 # reaches the daemon through those pipes. SIGINT interrupts the running cell
 # (KeyboardInterrupt) and is ignored between cells.
+#
+# Arguments: the result size limit in bytes, then the sources of the display
+# module (python_display.py) and of the chart extractor (python_charts.py).
+# Cells are read as IPython reads them: a common indentation is removed,
+# `!cmd` lines run shell commands and `%cd`, `%env`, `%pip` work.
 import os
 import sys
 
@@ -29,7 +34,7 @@ def main():
     main_thread = threading.get_ident()
     lock = threading.RLock()
     state = {"executing": False, "writing": 0, "pending": False}
-    max_frame = 60 * 1024 * 1024
+    max_result, display_source, charts_source = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     max_text = 32 * 1024
     cells = []
 
@@ -44,7 +49,10 @@ def main():
     signal.signal(signal.SIGINT, on_sigint)
 
     def write_frame(obj):
-        data = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8", "replace") + b"\0"
+        write_encoded(json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+
+    def write_encoded(data):
+        data += b"\0"
         is_main = threading.get_ident() == main_thread
         with lock:
             if is_main:
@@ -129,145 +137,19 @@ def main():
     sys.stderr = Output("stderr", 2)
     sys.argv = [""]
 
-    def as_text(value):
-        if isinstance(value, bytes):
-            return value.decode("utf-8", "replace")
-        return value if isinstance(value, str) else None
-
-    def as_base64(value):
-        import base64
-
-        if isinstance(value, (bytes, bytearray)):
-            return base64.b64encode(bytes(value)).decode("ascii")
-        return value.strip() if isinstance(value, str) else None
-
-    def as_json(value):
-        try:
-            json.dumps(value)
-        except Exception:
-            return None
-        return value
-
-    reprs = (
-        ("_repr_html_", "text/html", as_text),
-        ("_repr_markdown_", "text/markdown", as_text),
-        ("_repr_svg_", "image/svg+xml", as_text),
-        ("_repr_png_", "image/png", as_base64),
-        ("_repr_jpeg_", "image/jpeg", as_base64),
-        ("_repr_pdf_", "application/pdf", as_base64),
-        ("_repr_latex_", "text/latex", as_text),
-        ("_repr_json_", "application/json", as_json),
-        ("_repr_javascript_", "application/javascript", as_text),
-    )
-    converters = dict((mime, conv) for _, mime, conv in reprs)
-
-    def call_repr(obj, name, *args):
-        if isinstance(obj, type) or not callable(getattr(type(obj), name, None)):
-            return None
-        try:
-            value = getattr(obj, name)(*args)
-        except Exception:
-            return None
-        return value[0] if isinstance(value, tuple) and value else value
-
-    def figure_png(fig):
-        import base64
-
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", bbox_inches="tight")
-        return base64.b64encode(buf.getvalue()).decode("ascii")
-
-    def is_figure(obj):
-        return type(obj).__module__.startswith("matplotlib.") and type(obj).__name__ == "Figure"
-
-    def bundle(obj):
-        data = {}
-        if is_figure(obj):
-            try:
-                data["image/png"] = figure_png(obj)
-            except Exception:
-                pass
-        mimebundle = call_repr(obj, "_repr_mimebundle_", None, None)
-        if isinstance(mimebundle, dict):
-            for mime, value in mimebundle.items():
-                value = converters.get(mime, as_json)(value)
-                if isinstance(mime, str) and value is not None:
-                    data[mime] = value
-        for name, mime, conv in reprs:
-            if mime not in data:
-                value = call_repr(obj, name)
-                value = conv(value) if value is not None else None
-                if value is not None:
-                    data[mime] = value
-        if "text/plain" not in data:
-            try:
-                data["text/plain"] = repr(obj)
-            except Exception as e:
-                data["text/plain"] = "<unrepresentable %s: %s>" % (type(obj).__name__, e)
-        return data
-
-    def publish(obj, main=False):
-        data = bundle(obj)
-        frame = {"t": "result", "main": main, "data": data}
-        if sum(len(v) for v in data.values() if isinstance(v, str)) > max_frame:
-            frame["data"] = {"text/plain": data.get("text/plain", "")[:max_text]}
-            write_output("stderr", "the result was too large to send; only its text is shown\n")
-        flush_output()
-        write_frame(frame)
-
-    def display(*objs):
-        for obj in objs:
-            publish(obj)
-
-    def flush_figures():
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
-            return
-        try:
-            from matplotlib._pylab_helpers import Gcf
-
-            for manager in Gcf.get_all_fig_managers():
-                publish(manager.canvas.figure)
-        finally:
-            plt.close("all")
-
-    def show(*args, **kwargs):
-        flush_figures()
-
-    class MatplotlibHook(object):
-        """Makes matplotlib render off-screen and send figures as PNG results."""
-
-        def find_spec(self, name, path=None, target=None):
-            if name not in ("matplotlib", "matplotlib.pyplot"):
-                return None
-            spec = None
-            for finder in sys.meta_path:
-                if finder is not self and hasattr(finder, "find_spec"):
-                    spec = finder.find_spec(name, path, target)
-                    if spec is not None:
-                        break
-            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-                return spec
-            original = spec.loader.exec_module
-
-            def exec_module(module):
-                original(module)
-                if name == "matplotlib" and not os.environ.get("MPLBACKEND"):
-                    module.use("agg")
-                elif name == "matplotlib.pyplot":
-                    module.show = show
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-        def invalidate_caches(self):
-            pass
-
-    sys.meta_path.insert(0, MatplotlibHook())
+    rich = types.ModuleType("_abx_display")
+    exec(compile(display_source, "<abx-display>", "exec"), rich.__dict__)
+    rich._emit = write_encoded
+    rich._flush = flush_output
+    rich._max_result = max_result
+    rich._charts_source = charts_source
+    rich.install()
+    publish = rich.publish
+    flush_figures = rich.flush_figures
 
     user = types.ModuleType("__main__")
     user.__dict__["__builtins__"] = builtins
-    user.__dict__["display"] = display
+    user.__dict__["display"] = rich.display
     sys.modules["__main__"] = user
     namespace = user.__dict__
     loop = {}
@@ -292,6 +174,103 @@ def main():
             return False
         return rest.lstrip().startswith(";")
 
+    def shell(command):
+        """Runs a shell command on this process's descriptors 1 and 2 (`!cmd`)."""
+        import subprocess
+
+        flush_output()
+        status = subprocess.call(command, shell=True, stdin=subprocess.DEVNULL, executable=os.environ.get("SHELL") or "/bin/sh")
+        namespace["_exit_code"] = status
+        return status
+
+    def getoutput(command):
+        """The output lines of a shell command (`x = !cmd`)."""
+        import subprocess
+
+        done = subprocess.run(command, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, executable=os.environ.get("SHELL") or "/bin/sh")
+        namespace["_exit_code"] = done.returncode
+        return done.stdout.decode("utf-8", "replace").splitlines()
+
+    def line_magic(line):
+        name, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        if name == "cd":
+            os.chdir(os.path.expanduser(arg or "~"))
+            print(os.getcwd())
+        elif name == "pip":
+            import shlex
+
+            shell("%s -m pip %s" % (shlex.quote(sys.executable), arg))
+        elif name == "env":
+            key, sep, value = arg.replace("=", " ", 1).partition(" ") if arg else ("", "", "")
+            if not key:
+                return dict(os.environ)
+            if not sep:
+                return os.environ.get(key)
+            os.environ[key] = value.strip()
+        elif name != "matplotlib":
+            raise NameError("magic %%%s is not supported here (supported: %%cd, %%env, %%pip, %%matplotlib, !cmd)" % name)
+        return None
+
+    def cell_magic(name, arg, body):
+        if name in ("bash", "sh"):
+            import shlex
+
+            return shell("%s -c %s" % (name, shlex.quote(body)))
+        if name == "writefile":
+            append = arg.startswith("-a ")
+            path = os.path.expanduser(arg[3:].strip() if append else arg.strip())
+            with open(path, "a" if append else "w") as target:
+                target.write(body)
+            print("%s %s" % ("Appending to" if append else "Writing", path))
+            return None
+        raise NameError("cell magic %%%%%s is not supported here (supported: %%%%bash, %%%%sh, %%%%writefile)" % name)
+
+    def magic(kind, text):
+        if kind == "!":
+            shell(text)  # as in IPython, `!cmd` has no value
+            return None
+        return getoutput(text) if kind == "=!" else line_magic(text)
+
+    builtins.__abx_magic__ = magic
+    builtins.__abx_cell_magic__ = cell_magic
+
+    def prepare(code, filename):
+        """The cell as Python: common indentation removed, shell escapes and magics rewritten."""
+        first = next((line for line in code.splitlines() if line.strip()), "")
+        if first[:1] in (" ", "\t"):
+            import textwrap
+
+            code = textwrap.dedent(code)
+        if code.lstrip().startswith("%%"):
+            head, _, body = code.lstrip().partition("\n")
+            name, _, arg = head[2:].partition(" ")
+            code = "__abx_cell_magic__(%r, %r, %r)" % (name.strip(), arg.strip(), body)
+        try:
+            return code, ast.parse(code, filename, "exec")
+        except SyntaxError as error:
+            original = error
+        if "!" not in code and "%" not in code:
+            raise original.with_traceback(None)
+        import re
+
+        escape = re.compile(r"^(\s*)(?:([A-Za-z_][\w.]*)\s*=\s*)?(!|%)(?!=)(.*)$")
+
+        def rewrite(line):
+            match = escape.match(line)
+            if not match:
+                return line
+            indent, target, kind, text = match.groups()
+            kind = "=!" if target and kind == "!" else kind
+            call = "__abx_magic__(%r, %r)" % (kind, text)
+            return "%s%s = %s" % (indent, target, call) if target else indent + call
+
+        rewritten = "\n".join(rewrite(line) for line in code.split("\n"))
+        try:
+            return rewritten, ast.parse(rewritten, filename, "exec")
+        except SyntaxError:
+            raise original.with_traceback(None)
+
     def run_cell(number, code):
         filename = "<cell %d>" % number
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -299,10 +278,8 @@ def main():
         if len(cells) > 1000:
             linecache.cache.pop(cells.pop(0), None)
         flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
-        try:
-            tree = ast.parse(code, filename, "exec")
-        except SyntaxError as error:
-            raise error.with_traceback(None)
+        code, tree = prepare(code, filename)
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not silenced(code, tree.body[-1]):
             last = tree.body.pop()
@@ -319,7 +296,7 @@ def main():
         while tb is not None and tb.tb_frame.f_code.co_filename == driver_file:
             tb = tb.tb_next
         summary = traceback.TracebackException(type(error), error, tb)
-        frames = [f for f in summary.stack if f.filename != driver_file]
+        frames = [f for f in summary.stack if f.filename != driver_file and not f.filename.startswith("<abx-")]
         summary.stack = traceback.StackSummary.from_list(frames)
         text = "".join(summary.format())
         try:

@@ -177,6 +177,11 @@ fn media_type(headers: &HeaderMap) -> String {
     content_type(headers).split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
 
+/// Whether a request is a streaming call (`application/connect+...`).
+pub fn is_streaming(headers: &HeaderMap) -> bool {
+    media_type(headers).starts_with("application/connect+")
+}
+
 /// Checks a unary request's content type and encoding.
 ///
 /// # Errors

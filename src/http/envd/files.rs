@@ -5,8 +5,9 @@
 //! multipart body (each `file` part, named by `path` or by its file name) or
 //! a raw `application/octet-stream` body (`path` required), optionally
 //! gzip-encoded; each file is written atomically through [`crate::fs`]
-//! (parents created, 507 on a full disk, nothing partial left). Credentials:
-//! `X-Access-Token`, or a URL signature, once a token protects the plane.
+//! (parents created, 507 on a full disk, nothing partial left). Credentials
+//! (a token, or a URL signature that covers the path, the operation and the
+//! user) are the pipeline's, as on every route.
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -19,12 +20,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{Stream, StreamExt};
 
-use super::{basic_user, blocking, credentials, http_error, plain_error, Caller, EnvdState};
+use super::{blocking, http_error, plain_error, EnvdState};
 use crate::api::envd::http::{FilesQuery, WrittenFile};
 use crate::endpoints::Limit;
-use crate::envd::{filesystem::give_to, Account, EnvdError, Operation};
+use crate::envd::{filesystem::give_to, Account, EnvdError};
 use crate::fs::{read, safe, FsError, WritePolicy};
-use crate::policy::{Grant, Identity, LimitValue, Op, Permit};
+use crate::policy::{Grant, LimitValue, Op};
 
 /// Bytes of compressed input fed to the gzip decoder at once (bounds its output per step).
 const GUNZIP_STEP: usize = 4096;
@@ -33,63 +34,27 @@ const GZIP_CHUNK: usize = 256 * 1024;
 /// Compressed chunks queued ahead of the client.
 const GZIP_QUEUE: usize = 4;
 
-/// A refusal, already written.
-type Refused = Box<Response>;
-
-/// The caller of a `/files` request: a valid token, or a valid signature, or an open plane.
-fn caller(state: &EnvdState, headers: &HeaderMap, q: &FilesQuery, operation: Operation) -> Result<Caller, Refused> {
-    let unauthorized = |message: &str| Box::new(http_error(StatusCode::UNAUTHORIZED, message));
-    let creds = credentials(headers);
-    let bearer = creds.authorization.iter().any(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer "));
-    let tokens = &state.envd.tokens;
-    let user = q.username.clone().filter(|u| !u.is_empty()).or_else(|| basic_user(headers));
-    if !tokens.required(&state.app.engine) || !creds.access_tokens.is_empty() || bearer {
-        let identity = tokens
-            .authenticate(&state.app.engine, &creds)
-            .map_err(|_| unauthorized("access token present in header but does not match"))?;
-        return Ok(Caller { identity, user });
-    }
-    let Some(signature) = q.signature.as_deref() else {
-        return Err(unauthorized("missing signature query parameter"));
-    };
-    let expiration = match q.signature_expiration.as_deref() {
-        None => None,
-        Some(text) => Some(text.trim().parse::<i64>().map_err(|_| unauthorized("invalid signature expiration"))?),
-    };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let path = q.path.as_deref().unwrap_or("");
-    let username = q.username.as_deref().unwrap_or("");
-    tokens
-        .verify(path, operation, username, signature, expiration, i64::try_from(now).unwrap_or(i64::MAX))
-        .map_err(|e| unauthorized(&e.to_string()))?;
-    Ok(Caller { identity: std::sync::Arc::new(Identity::new("signed-url", ["*"])), user })
-}
-
-/// The grant, the account acted as, and the concurrency permit held for the transfer.
-type Admitted = (Grant, Option<Account>, Option<Permit>);
-
-/// Admits the caller to `id` and resolves the account it acts as.
-async fn admitted(state: &EnvdState, caller: &Caller, id: &str) -> Result<Admitted, Refused> {
-    let (grant, permit) = state.admit(caller, id).map_err(|e| Box::new(http_error(e.code.status(), e.message)))?;
-    let (check, user) = (state.clone(), caller.user.clone());
-    let account = blocking(move || check.account(user)).await.map_err(|e| Box::new(plain_error(e)))?;
-    Ok((grant, account, permit))
+/// The account the grant's user acts as.
+async fn account(state: &EnvdState, grant: &Grant) -> Result<Option<Account>, Response> {
+    let (check, user) = (state.clone(), grant.user().map(str::to_string));
+    blocking(move || check.account(user)).await.map_err(plain_error)
 }
 
 /// `GET /files`.
-pub async fn download(State(state): State<EnvdState>, headers: HeaderMap, Query(q): Query<FilesQuery>) -> Response {
-    let caller = match caller(&state, &headers, &q, Operation::Read) {
-        Ok(caller) => caller,
-        Err(response) => return *response,
-    };
-    let (grant, _account, permit) = match admitted(&state, &caller, "files_content_read").await {
-        Ok(admitted) => admitted,
-        Err(response) => return *response,
-    };
+pub async fn download(
+    State(state): State<EnvdState>,
+    grant: Grant,
+    headers: HeaderMap,
+    Query(q): Query<FilesQuery>,
+) -> Response {
+    if let Err(response) = account(&state, &grant).await {
+        return response;
+    }
     let raw = match state.envd.path(q.path.as_deref().unwrap_or("")) {
         Ok(raw) => raw,
         Err(e) => return plain_error(e),
     };
+    grant.record_path(std::path::Path::new(&raw));
     let (guard, max_bytes) = (grant.guard(), grant.limit(Limit::MaxBytes).map(LimitValue::as_u64));
     let opened = blocking(move || {
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
@@ -104,8 +69,7 @@ pub async fn download(State(state): State<EnvdState>, headers: HeaderMap, Query(
     })
     .await;
     match opened {
-        // The slot is held until the body has been sent, as on the native port.
-        Ok(opened) => crate::http::pipeline::hold_permit(send(&headers, opened), permit),
+        Ok(opened) => send(&headers, opened),
         Err(e) => plain_error(e),
     }
 }
@@ -248,18 +212,19 @@ where
 /// `POST /files`.
 pub async fn upload(
     State(state): State<EnvdState>,
+    grant: Grant,
     headers: HeaderMap,
     Query(q): Query<FilesQuery>,
     body: Body,
 ) -> Response {
-    let caller = match caller(&state, &headers, &q, Operation::Write) {
-        Ok(caller) => caller,
-        Err(response) => return *response,
+    let account = match account(&state, &grant).await {
+        Ok(account) => account,
+        Err(response) => return response,
     };
-    let (grant, account, _permit) = match admitted(&state, &caller, "files_content_write").await {
-        Ok(admitted) => admitted,
-        Err(response) => return *response,
-    };
+    if q.signature.is_some() && q.path.as_deref().is_none_or(str::is_empty) {
+        // A signature covers one path: the parts' own file names cannot choose others.
+        return http_error(StatusCode::BAD_REQUEST, "a signed upload needs its path query parameter");
+    }
     let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
     let data = body.into_data_stream();
     let body: Box<dyn Stream<Item = std::io::Result<Bytes>> + Send + Unpin> = match encoding {
@@ -329,7 +294,9 @@ impl Upload<'_> {
     async fn resolve(&self, path: &str) -> Result<safe::Resolved, EnvdError> {
         let raw = self.state.envd.path(path)?;
         let guard = self.grant.guard();
-        blocking(move || Ok(safe::resolve(&guard, &raw, Op::Write, "")?)).await
+        let resolved = blocking(move || Ok(safe::resolve(&guard, &raw, Op::Write, "")?)).await?;
+        self.grant.record_path(&resolved.path);
+        Ok(resolved)
     }
 
     /// Writes `body` to `target` atomically.

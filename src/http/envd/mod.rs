@@ -9,12 +9,13 @@
 //! - `plain`: `/health`, `/metrics`, `/envs`, `/init`.
 //! - `process`: `process.Process` on [`crate::envd::processes`].
 //!
-//! Every request but `/health`, `/init` and `/files` (which check their own
-//! credentials) passes [`authenticate`]: the `X-Access-Token` of the server
-//! or of `/init` once either exists. Each method is then admitted by the
-//! policy rule of its native counterpart (`Stat` by `files_stat`, `Start`
-//! by `process_start`, ...), so one policy governs both planes: its path
-//! roots, scopes, limits and switched-off endpoints apply here too.
+//! Every route is a row of the endpoint table (`envd_*`), served behind the
+//! same pipeline as every port ([`crate::http::pipeline`]): it
+//! authenticates (a token, envd's access token, a signed `/files` URL),
+//! admits by the rule of the native endpoint governing the row (`Stat` by
+//! `files_stat`, `Start` by `process_start`, ...), audits, and renders a
+//! refusal as a Connect error or envd's plain JSON error. Handlers receive
+//! the [`Grant`]; they never decide again.
 
 pub mod connect;
 mod files;
@@ -25,26 +26,25 @@ mod process;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{from_fn_with_state, Next};
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::MethodRouter;
 use axum::{Json, Router};
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
-use super::pipeline::credentials;
+use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::envd::http::HttpError;
+use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::envd::{access, Envd, EnvdError};
 use crate::fs::FsError;
-use crate::policy::{Denial, Grant, Identity, Permit};
+use crate::policy::{Denial, Grant};
 
 /// State of the envd port.
 #[derive(Clone)]
@@ -55,21 +55,12 @@ pub struct EnvdState {
     pub envd: Arc<Envd>,
 }
 
-/// Who is calling, set by [`authenticate`].
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The identity its token proved (or anonymous on an open plane).
-    pub identity: Arc<Identity>,
-    /// The user named by `Authorization: Basic`, if any.
-    pub user: Option<String>,
-}
-
-/// One call to a Connect method: the port's state, who calls (set by
-/// [`authenticate`]), and the request [`connect`] serves. Each method's
-/// handler states only what it does with them.
+/// One call to a Connect method: the port's state, the grant the pipeline
+/// gave, and the request [`connect`] serves. Each method's handler states
+/// only what it does with them.
 pub struct Call {
     state: EnvdState,
-    caller: Caller,
+    grant: Grant,
     headers: HeaderMap,
     body: Body,
 }
@@ -79,97 +70,109 @@ impl FromRequest<EnvdState> for Call {
 
     async fn from_request(request: Request, state: &EnvdState) -> Result<Self, ConnectError> {
         let (parts, body) = request.into_parts();
-        let caller = parts.extensions.get::<Caller>().cloned();
-        let caller = caller.ok_or_else(|| ConnectError::new(Code::Internal, "the call was not authenticated"))?;
-        Ok(Call { state: state.clone(), caller, headers: parts.headers, body })
+        let grant = parts.extensions.get::<Grant>().cloned();
+        let grant = grant.ok_or_else(|| ConnectError::new(Code::Internal, "the call was not admitted"))?;
+        Ok(Call { state: state.clone(), grant, headers: parts.headers, body })
     }
 }
 
 impl Call {
-    /// Serves a unary call: `handler` gets the state, the caller and the request message.
+    /// Serves a unary call: `handler` gets the state, the grant and the request message.
     pub async fn unary<Req, Res, F, Fut>(self, handler: F) -> Response
     where
         Req: DeserializeOwned,
         Res: Serialize,
-        F: FnOnce(EnvdState, Caller, Req) -> Fut,
+        F: FnOnce(EnvdState, Grant, Req) -> Fut,
         Fut: Future<Output = Result<Res, ConnectError>>,
     {
-        let Call { state, caller, headers, body } = self;
-        connect::handle_unary(&headers, body, |request| handler(state, caller, request)).await
+        let Call { state, grant, headers, body } = self;
+        connect::handle_unary(&headers, body, |request| handler(state, grant, request)).await
     }
 
-    /// Serves a server-streaming call: `open` gets the state, the caller, the
+    /// Serves a server-streaming call: `open` gets the state, the grant, the
     /// request message and the call's options, and returns the stream.
     pub async fn stream<Req, T, S, F, Fut>(self, open: F) -> Response
     where
         Req: DeserializeOwned,
         T: Serialize + Send + 'static,
         S: Stream<Item = StreamItem<T>> + Send + 'static,
-        F: FnOnce(EnvdState, Caller, Req, CallOptions) -> Fut,
+        F: FnOnce(EnvdState, Grant, Req, CallOptions) -> Fut,
         Fut: Future<Output = Result<S, ConnectError>>,
     {
-        let Call { state, caller, headers, body } = self;
-        connect::handle_stream(&headers, body, |request, options| open(state, caller, request, options)).await
+        let Call { state, grant, headers, body } = self;
+        connect::handle_stream(&headers, body, |request, options| open(state, grant, request, options)).await
     }
 
-    /// Serves a client-streaming call: `consume` gets the state, the caller
+    /// Serves a client-streaming call: `consume` gets the state, the grant
     /// and the request messages as they arrive, and returns the answer.
     pub async fn client_stream<Req, Res, F, Fut>(self, consume: F) -> Response
     where
         Req: DeserializeOwned + Send + 'static,
         Res: Serialize + Send + 'static,
-        F: FnOnce(EnvdState, Caller, Messages<Req>) -> Fut,
+        F: FnOnce(EnvdState, Grant, Messages<Req>) -> Fut,
         Fut: Future<Output = Result<Res, ConnectError>>,
     {
-        let Call { state, caller, headers, body } = self;
-        connect::handle_client_stream(&headers, body, |messages| consume(state, caller, messages)).await
+        let Call { state, grant, headers, body } = self;
+        connect::handle_client_stream(&headers, body, |messages| consume(state, grant, messages)).await
     }
 }
 
-/// `stream`, holding the endpoint's concurrency `permit` until it ends or
-/// the client leaves, as the native pipeline holds it until the body is sent.
-pub fn holding<S: Stream>(stream: S, permit: Option<Permit>) -> impl Stream<Item = S::Item> {
-    futures_util::StreamExt::map(stream, move |item| {
-        let _held = &permit;
-        item
-    })
-}
-
-/// The router of the envd port.
+/// The router of the envd port: one route per `envd_*` row of the endpoint
+/// table, each behind the pipeline.
 pub fn router(state: EnvdState) -> Router {
-    let fs = "/filesystem.Filesystem";
-    let authenticated = Router::new()
-        .route("/metrics", get(plain::metrics))
-        .route("/envs", get(plain::envs))
-        .route(&format!("{fs}/Stat"), post(filesystem::stat))
-        .route(&format!("{fs}/ListDir"), post(filesystem::list_dir))
-        .route(&format!("{fs}/MakeDir"), post(filesystem::make_dir))
-        .route(&format!("{fs}/Move"), post(filesystem::move_entry))
-        .route(&format!("{fs}/Remove"), post(filesystem::remove))
-        .route(&format!("{fs}/WatchDir"), post(filesystem::watch_dir))
-        .route(&format!("{fs}/CreateWatcher"), post(filesystem::create_watcher))
-        .route(&format!("{fs}/GetWatcherEvents"), post(filesystem::watcher_events))
-        .route(&format!("{fs}/RemoveWatcher"), post(filesystem::remove_watcher))
-        .route("/process.Process/Start", post(process::start))
-        .route("/process.Process/Connect", post(process::connect))
-        .route("/process.Process/List", post(process::list))
-        .route("/process.Process/SendInput", post(process::send_input))
-        .route("/process.Process/StreamInput", post(process::stream_input))
-        .route("/process.Process/CloseStdin", post(process::close_stdin))
-        .route("/process.Process/SendSignal", post(process::send_signal))
-        .route("/process.Process/Update", post(process::update))
-        .route_layer(from_fn_with_state(state.clone(), authenticate));
-    authenticated
-        .route("/health", get(|| async { StatusCode::NO_CONTENT }))
-        .route("/init", post(plain::init))
-        .route("/files", get(files::download).post(files::upload))
+    let mut router = Router::new();
+    for endpoint in ENDPOINTS.iter().filter(|e| e.port == Port::Envd) {
+        if let Some(route) = handler(endpoint) {
+            router = router.route(endpoint.path, guarded(route, &state.app, endpoint));
+        }
+    }
+    router
         .fallback(not_found)
-        .layer(from_fn_with_state(state.clone(), access_log))
+        .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("an envd handler panicked");
             ConnectError::new(Code::Internal, "internal error").into_response()
         }))
         .with_state(state)
+}
+
+/// The handler of an envd row, bound to its method.
+pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<EnvdState>> {
+    let route = match endpoint.id {
+        "envd_health" => bind(endpoint, || async { StatusCode::NO_CONTENT }),
+        "envd_metrics" => bind(endpoint, plain::metrics),
+        "envd_envs" => bind(endpoint, plain::envs),
+        "envd_init" => bind(endpoint, plain::init),
+        "envd_files_read" => bind(endpoint, files::download),
+        "envd_files_write" => bind(endpoint, files::upload),
+        "envd_stat" => bind(endpoint, filesystem::stat),
+        "envd_list_dir" => bind(endpoint, filesystem::list_dir),
+        "envd_make_dir" => bind(endpoint, filesystem::make_dir),
+        "envd_move" => bind(endpoint, filesystem::move_entry),
+        "envd_remove" => bind(endpoint, filesystem::remove),
+        "envd_watch_dir" => bind(endpoint, filesystem::watch_dir),
+        "envd_create_watcher" => bind(endpoint, filesystem::create_watcher),
+        "envd_get_watcher_events" => bind(endpoint, filesystem::watcher_events),
+        "envd_remove_watcher" => bind(endpoint, filesystem::remove_watcher),
+        "envd_process_start" => bind(endpoint, process::start),
+        "envd_process_connect" => bind(endpoint, process::connect),
+        "envd_process_list" => bind(endpoint, process::list),
+        "envd_process_send_input" => bind(endpoint, process::send_input),
+        "envd_process_stream_input" => bind(endpoint, process::stream_input),
+        "envd_process_close_stdin" => bind(endpoint, process::close_stdin),
+        "envd_process_send_signal" => bind(endpoint, process::send_signal),
+        "envd_process_update" => bind(endpoint, process::update),
+        _ => return None,
+    };
+    Some(route)
+}
+
+fn bind<H, T>(endpoint: &Endpoint, handler: H) -> MethodRouter<EnvdState>
+where
+    H: axum::handler::Handler<T, EnvdState>,
+    T: 'static,
+{
+    axum::routing::on(crate::http::routes::method_filter(endpoint.method), handler)
 }
 
 async fn not_found(request: Request) -> Response {
@@ -186,71 +189,21 @@ pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(HttpError { code: status.as_u16(), message: message.into() })).into_response()
 }
 
-/// The user named by `Authorization: Basic`.
-pub fn basic_user(headers: &HeaderMap) -> Option<String> {
-    headers.get_all(header::AUTHORIZATION).iter().filter_map(|v| v.to_str().ok()).find_map(access::basic_user)
-}
-
-async fn authenticate(State(state): State<EnvdState>, mut request: Request, next: Next) -> Response {
-    let identity = state.envd.tokens.authenticate(&state.app.engine, &credentials(request.headers()));
-    match identity {
-        Ok(identity) => {
-            let user = basic_user(request.headers());
-            request.extensions_mut().insert(Caller { identity, user });
-            next.run(request).await
-        }
-        Err(denial) => {
-            let message = format!("{denial}: send a valid access token in X-Access-Token");
-            let error = ConnectError::from(denial);
-            if request.uri().path().starts_with("/filesystem.") || request.uri().path().starts_with("/process.") {
-                ConnectError::new(error.code, message).into_response()
-            } else {
-                http_error(error.code.status(), message)
-            }
-        }
-    }
-}
-
-async fn access_log(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let (method, path) = (request.method().clone(), request.uri().path().to_string());
-    let response = next.run(request).await;
-    tracing::info!(
-        target: "access",
-        listener = "envd",
-        %method,
-        path,
-        status = response.status().as_u16(),
-        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0
-    );
-    response
-}
-
 impl EnvdState {
-    /// Admits `caller` to the native endpoint `id` whose rule governs this method.
-    ///
-    /// # Errors
-    /// The policy's refusal (disabled, missing scope, rate or concurrency limit).
-    pub fn admit(&self, caller: &Caller, id: &str) -> Result<(Grant, Option<Permit>), ConnectError> {
-        let endpoint = crate::policy::endpoint(id)
-            .ok_or_else(|| ConnectError::new(Code::Internal, format!("unknown endpoint {id}")))?;
-        Ok(self.app.engine.admit(endpoint, caller.identity.clone())?)
-    }
-
-    /// Runs blocking `work` on the blocking pool with the account `user` acts as ([`EnvdState::account`]).
+    /// Runs blocking `work` on the blocking pool with the account the grant's user acts as ([`EnvdState::account`]).
     ///
     /// # Errors
     /// The account's refusal, the work's own error, or `internal` when the task failed.
-    pub async fn blocking_as<T, F>(&self, user: Option<String>, work: F) -> Result<T, EnvdError>
+    pub async fn blocking_as<T, F>(&self, grant: &Grant, work: F) -> Result<T, EnvdError>
     where
         F: FnOnce(Option<access::Account>) -> Result<T, EnvdError> + Send + 'static,
         T: Send + 'static,
     {
-        let state = self.clone();
+        let (state, user) = (self.clone(), grant.user().map(str::to_string));
         blocking(move || work(state.account(user)?)).await
     }
 
-    /// The account `caller` acts as (its Basic user, else `/init`'s default), if any. Blocking.
+    /// The account a request acts as (the user it names, else `/init`'s default), if any. Blocking.
     ///
     /// # Errors
     /// `unauthenticated` for an unknown user, `permission_denied` for another user while not root.
@@ -261,15 +214,7 @@ impl EnvdState {
 
 impl From<Denial> for ConnectError {
     fn from(denial: Denial) -> Self {
-        let code = match denial.status() {
-            401 => Code::Unauthenticated,
-            403 => Code::PermissionDenied,
-            404 => Code::Unimplemented,
-            429 => Code::ResourceExhausted,
-            400 => Code::InvalidArgument,
-            _ => Code::Internal,
-        };
-        ConnectError::new(code, denial.to_string())
+        crate::http::pipeline::connect_error(&denial)
     }
 }
 

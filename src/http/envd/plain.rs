@@ -2,22 +2,22 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 
-use super::{credentials, http_error, plain_error, Caller, EnvdState};
+use super::{blocking, http_error, plain_error, EnvdState};
 use crate::api::envd::http::{InitRequest, Metrics};
+use crate::envd::EnvdError;
+use crate::policy::Grant;
 use crate::system::host;
 
 /// `GET /metrics`: CPU, memory and the base directory's disk, as envd's `Metrics`.
-pub async fn metrics(State(state): State<EnvdState>, Extension(caller): Extension<Caller>) -> Response {
-    let _admitted = match state.admit(&caller, "system_metrics") {
-        Ok(admitted) => admitted,
-        Err(e) => return http_error(e.code.status(), e.message),
-    };
+pub async fn metrics(State(state): State<EnvdState>) -> Response {
     let cpu_used_pct = state.app.system.metrics().await.ok().and_then(|m| m.cpu_percent).unwrap_or(0.0);
     let base = state.app.engine.base_dir().to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
@@ -52,21 +52,23 @@ pub async fn metrics(State(state): State<EnvdState>, Extension(caller): Extensio
     .into_response()
 }
 
-/// `GET /envs`: the variables `/init` set.
-pub async fn envs(State(state): State<EnvdState>, Extension(caller): Extension<Caller>) -> Response {
-    if let Err(e) = state.admit(&caller, "env_get") {
-        return http_error(e.code.status(), e.message);
-    }
-    let mut response = Json::<BTreeMap<String, String>>(state.envd.init_env()).into_response();
+/// `GET /envs`: the variables `/init` set that `env_get`'s rules let the caller see.
+pub async fn envs(State(state): State<EnvdState>, grant: Grant) -> Response {
+    let rules = crate::http::system::var_rules(&grant);
+    let engine = &state.app.engine;
+    let mut visible = state.envd.init_env();
+    visible.retain(|name, _| rules.allows(name) && !engine.is_secret_env(name));
+    let mut response = Json::<BTreeMap<String, String>>(visible).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     response
 }
 
-/// `POST /init`: variables for later processes, the access token, the default
-/// user and working directory; 204. Allowed without credentials only while
-/// no token protects the plane (first setup); afterwards it needs a valid
-/// `X-Access-Token` or the current `/init` token in the body.
-pub async fn init(State(state): State<EnvdState>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /init`: variables for later processes (under `env_set`'s rules:
+/// its allow and deny lists, secrets, the protected names), the access
+/// token (acting with the caller's own scopes), the default user and
+/// working directory; 204. Admitted like every call: the caller needs the
+/// `envd:init` scope (an orchestrator's), and `env_set`'s switch governs it.
+pub async fn init(State(state): State<EnvdState>, grant: Grant, body: Bytes) -> Response {
     let request: InitRequest = if body.iter().all(u8::is_ascii_whitespace) {
         InitRequest::default()
     } else {
@@ -75,14 +77,36 @@ pub async fn init(State(state): State<EnvdState>, headers: HeaderMap, body: Byte
             Err(e) => return http_error(StatusCode::BAD_REQUEST, format!("invalid /init body: {e}")),
         }
     };
-    let engine = &state.app.engine;
-    if !state.envd.tokens.may_init(engine, &credentials(&headers), request.access_token.as_deref()) {
-        return http_error(StatusCode::UNAUTHORIZED, "access token validation failed");
+    if let Some(user) = request.default_user.clone().filter(|u| !u.is_empty()) {
+        let known = blocking(move || crate::envd::access::account(&user).map(|_| ())).await;
+        if let Err(e) = known {
+            return plain_error(EnvdError::Invalid(format!("invalid default user: {e}")));
+        }
+    }
+    let vars = request.env_vars.clone().unwrap_or_default();
+    if !vars.is_empty() {
+        let engine = Arc::clone(&state.app.engine);
+        let is_secret = move |name: &str| engine.is_secret_env(name);
+        let json = serde_json::Value::Object(vars.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect());
+        let rules = crate::http::system::var_rules(&grant);
+        if let Err(e) = crate::system::env::set(&state.app.env, &rules, &is_secret, &json) {
+            let status = match &e {
+                crate::system::env::EnvError::Denied(denial) => {
+                    StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN)
+                }
+                crate::system::env::EnvError::Protected(_) => StatusCode::FORBIDDEN,
+                crate::system::env::EnvError::NotAnObject => StatusCode::BAD_REQUEST,
+            };
+            return http_error(status, e.to_string());
+        }
     }
     let envd = state.envd.clone();
-    match tokio::task::spawn_blocking(move || envd.init(request)).await {
-        Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
-        Ok(Err(e)) => plain_error(e),
-        Err(_) => http_error(StatusCode::INTERNAL_SERVER_ERROR, "init failed"),
+    let (user, workdir) = (request.default_user.clone(), request.default_workdir.clone());
+    if let Err(e) = blocking(move || envd.init(vars, user, workdir)).await {
+        return plain_error(e);
     }
+    if let Some(token) = request.access_token.as_deref() {
+        state.app.engine.set_access_token(token, grant.identity());
+    }
+    StatusCode::NO_CONTENT.into_response()
 }

@@ -1,9 +1,11 @@
-//! `process.Process`: each method admitted by its native counterpart's rule
-//! (`Start` by `process_start`, and a terminal `Start` by
-//! `pty_create_session` too; `Connect` and `List` by `process_list`; input
-//! by `process_stdin`; signals by `process_signal`; `Update` by
-//! `pty_resize`), the command checked by the same exec policy as
-//! `/process/start`, then served by [`crate::envd::processes`].
+//! `process.Process`: each method admitted by the pipeline under its row's
+//! rule, governed by its native counterpart (`Start` by `process_start`,
+//! and a terminal `Start` by `pty_create_session` too; `Connect` by
+//! `process_output`; `List` by `process_list`; input by `process_stdin`;
+//! signals by `process_signal`; `Update` by `pty_resize`), the command
+//! checked by the same exec policy as `/process/start`, then served by
+//! [`crate::envd::processes`]. Processes and terminals count against the
+//! daemon's `max_processes` and `max_sessions` together with the API's.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use futures_util::StreamExt;
 
 use super::connect::{self, CallOptions, Code, ConnectError, Messages};
 use super::pace::{self, Paced};
-use super::{holding, Call};
+use super::Call;
 use crate::api::envd::filesystem::Empty;
 use crate::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
@@ -20,10 +22,11 @@ use crate::api::envd::process::{
 };
 use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
-use crate::envd::processes::{Process, StartOptions, DEFAULT_MAX_PROCESSES};
+use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
 use crate::policy::LimitValue;
 use crate::process::exec::{prepare, ExecKind};
+use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -58,11 +61,11 @@ fn event_stream(
 /// `Start`: the process, then its events on this stream.
 pub async fn start(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    call.stream(|state, caller, req: StartRequest, options: CallOptions| async move {
-        let (grant, permit) = state.admit(&caller, "process_start")?;
-        if req.pty.is_some() {
-            state.admit(&caller, "pty_create_session")?;
-        }
+    call.stream(|state, grant, req: StartRequest, options: CallOptions| async move {
+        let terminal_grant = match req.pty {
+            Some(_) => Some(grant.also()?),
+            None => None,
+        };
         let config = req.process.clone();
         if config.cmd.is_empty() {
             return Err(ConnectError::new(Code::InvalidArgument, "process.cmd is empty"));
@@ -76,7 +79,7 @@ pub async fn start(call: Call) -> Response {
         let grant_for_exec = grant.clone();
         let envs = config.envs.clone();
         let spec = state
-            .blocking_as(caller.user, move |account| {
+            .blocking_as(&grant, move |account| {
                 let request = ExecRequest {
                     command: command_line(&argv),
                     cwd: Some(cwd),
@@ -88,6 +91,20 @@ pub async fn start(call: Call) -> Response {
             })
             .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
+        let slot = state.app.processes.reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
+        let session = match &terminal_grant {
+            Some(terminal) => {
+                let max = terminal.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
+                Some(
+                    state
+                        .app
+                        .terminals
+                        .lease(max)
+                        .map_err(|e| ConnectError::new(Code::ResourceExhausted, e.to_string()))?,
+                )
+            }
+            None => None,
+        };
         let terminal = req.pty.map(|p| {
             (
                 u16::try_from(p.size.cols).unwrap_or(u16::MAX).max(1),
@@ -101,8 +118,8 @@ pub async fn start(call: Call) -> Response {
             stdin: req.stdin.unwrap_or(true),
             lifetime: options.timeout,
         };
-        let process = state.envd.processes.start(spec, start, limit).await?;
-        Ok(holding(event_stream(&process, options, started), permit))
+        let process = state.envd.processes.start(spec, start, Held { slot, session }).await?;
+        Ok(event_stream(&process, options, started))
     })
     .await
 }
@@ -110,8 +127,7 @@ pub async fn start(call: Call) -> Response {
 /// `Connect`: a running or recently ended process's events (the output still held, then live).
 pub async fn connect(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    call.stream(|state, caller, req: SelectRequest, options: CallOptions| async move {
-        state.admit(&caller, "process_list")?;
+    call.stream(|state, _grant, req: SelectRequest, options: CallOptions| async move {
         let process = state.envd.processes.find(&req.process)?;
         Ok(event_stream(&process, options, started))
     })
@@ -120,11 +136,8 @@ pub async fn connect(call: Call) -> Response {
 
 /// `List`: running processes.
 pub async fn list(call: Call) -> Response {
-    call.unary(|state, caller, _: Empty| async move {
-        state.admit(&caller, "process_list")?;
-        Ok(ListResponse { processes: state.envd.processes.list() })
-    })
-    .await
+    call.unary(|state, _grant, _: Empty| async move { Ok(ListResponse { processes: state.envd.processes.list() }) })
+        .await
 }
 
 async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
@@ -137,8 +150,7 @@ async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
 
 /// `SendInput`.
 pub async fn send_input(call: Call) -> Response {
-    call.unary(|state, caller, req: SendInputRequest| async move {
-        state.admit(&caller, "process_stdin")?;
+    call.unary(|state, _grant, req: SendInputRequest| async move {
         let process = state.envd.processes.find(&req.process)?;
         send(&process, req.input).await?;
         Ok(Empty {})
@@ -148,8 +160,7 @@ pub async fn send_input(call: Call) -> Response {
 
 /// `StreamInput`: a start message naming the process, then input messages, in order.
 pub async fn stream_input(call: Call) -> Response {
-    call.client_stream(|state, caller, mut messages: Messages<StreamInputRequest>| async move {
-        state.admit(&caller, "process_stdin")?;
+    call.client_stream(|state, _grant, mut messages: Messages<StreamInputRequest>| async move {
         let mut process = None;
         while let Some(message) = messages.next().await {
             match (message?, &process) {
@@ -173,8 +184,7 @@ pub async fn stream_input(call: Call) -> Response {
 
 /// `CloseStdin`.
 pub async fn close_stdin(call: Call) -> Response {
-    call.unary(|state, caller, req: SelectRequest| async move {
-        state.admit(&caller, "process_stdin")?;
+    call.unary(|state, _grant, req: SelectRequest| async move {
         state.envd.processes.find(&req.process)?.close_stdin().await?;
         Ok(Empty {})
     })
@@ -183,12 +193,12 @@ pub async fn close_stdin(call: Call) -> Response {
 
 /// `SendSignal`: `SIGTERM` or `SIGKILL` to the process's group.
 pub async fn send_signal(call: Call) -> Response {
-    call.unary(|state, caller, req: SendSignalRequest| async move {
-        state.admit(&caller, "process_signal")?;
+    call.unary(|state, grant, req: SendSignalRequest| async move {
         let signal = match req.signal {
             Signal::Term => nix::sys::signal::Signal::SIGTERM,
             Signal::Kill => nix::sys::signal::Signal::SIGKILL,
         };
+        crate::policy::guards::process::check_signal(&grant, signal as i64)?;
         let process = state.envd.processes.find(&req.process)?;
         process.signal(signal)?;
         if signal == nix::sys::signal::Signal::SIGKILL {
@@ -202,8 +212,7 @@ pub async fn send_signal(call: Call) -> Response {
 
 /// `Update`: resizes a terminal process.
 pub async fn update(call: Call) -> Response {
-    call.unary(|state, caller, req: UpdateRequest| async move {
-        state.admit(&caller, "pty_resize")?;
+    call.unary(|state, _grant, req: UpdateRequest| async move {
         let process = state.envd.processes.find(&req.process)?;
         if let Some(pty) = req.pty {
             process.resize(pty.size.cols, pty.size.rows)?;

@@ -1,0 +1,150 @@
+//! One [`Denial`], rendered at the edge in the protocol of the port that
+//! refused it: the reference's JSON error on the API and PTY ports, a
+//! Connect error on envd's Connect routes (an end-of-stream message for a
+//! streaming call), envd's `{"code", "message"}` on its plain routes, and a
+//! JSON body with `detail` on the code port.
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::endpoints::{Endpoint, Port};
+use crate::http::envd::connect::{self, Code, ConnectError};
+use crate::http::error::{ApiError, ErrorCode};
+use crate::policy::Denial;
+
+/// The answer to a refused request for `endpoint`; `close` asks the client
+/// to close the connection (the body was not read).
+pub(super) fn render(endpoint: &Endpoint, headers: &HeaderMap, denial: Denial, close: bool) -> Response {
+    let code = denial.code();
+    let retry_after = denial.retry_after();
+    let mut response = match endpoint.port {
+        Port::Api | Port::Pty => reference(endpoint, denial),
+        Port::Envd if endpoint.is_connect() => {
+            let error = connect_error(&denial);
+            if connect::is_streaming(headers) {
+                connect::stream_error(error)
+            } else {
+                error.into_response()
+            }
+        }
+        Port::Envd => {
+            let status = other_port_status(&denial);
+            let message = with_hint(&denial, "send a valid access token in X-Access-Token");
+            crate::http::envd::http_error(status, message)
+        }
+        Port::Code => {
+            let status = other_port_status(&denial);
+            let message = with_hint(&denial, "send the server token as a bearer token or in X-Access-Token");
+            let mut body = serde_json::json!({"detail": message, "code": code, "endpoint": endpoint.id});
+            match &denial {
+                Denial::EndpointDisabled { rule, .. } => body["rule"] = rule.clone().into(),
+                Denial::MissingScope { scope, .. } => body["scope"] = scope.clone().into(),
+                Denial::PayloadTooLarge { limit, .. } => body["limit"] = (*limit).into(),
+                _ => {}
+            }
+            (status, Json(body)).into_response()
+        }
+    };
+    response.extensions_mut().insert(ErrorCode(code.to_string()));
+    let out = response.headers_mut();
+    if let Some(seconds) = retry_after {
+        out.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if close {
+        out.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// The reference's JSON error: credential refusals name no endpoint, policy refusals do.
+fn reference(endpoint: &Endpoint, denial: Denial) -> Response {
+    let credentials =
+        matches!(denial, Denial::Unauthorized | Denial::AmbiguousCredentials | Denial::AuthThrottled { .. })
+            || denial.status() == 401;
+    let error = ApiError::from(denial);
+    if credentials {
+        error.into_response()
+    } else {
+        error.with_endpoint(endpoint.id).into_response()
+    }
+}
+
+/// envd's and the code port's status: as the reference, except that a
+/// switched-off endpoint is 403 (a 404 reads as "file not found" to their SDKs).
+fn other_port_status(denial: &Denial) -> StatusCode {
+    match denial {
+        Denial::EndpointDisabled { .. } => StatusCode::FORBIDDEN,
+        other => StatusCode::from_u16(other.status()).unwrap_or(StatusCode::FORBIDDEN),
+    }
+}
+
+fn with_hint(denial: &Denial, hint: &str) -> String {
+    match denial {
+        Denial::Unauthorized => format!("{denial}: {hint}"),
+        other => other.to_string(),
+    }
+}
+
+/// The Connect code of a refusal.
+pub(crate) fn connect_error(denial: &Denial) -> ConnectError {
+    let code = match denial {
+        Denial::Unauthorized => Code::Unauthenticated,
+        Denial::EndpointDisabled { .. } => Code::PermissionDenied,
+        Denial::RateLimited { .. }
+        | Denial::AuthThrottled { .. }
+        | Denial::ConcurrencyLimited
+        | Denial::PayloadTooLarge { .. } => Code::ResourceExhausted,
+        other => match other.status() {
+            401 => Code::Unauthenticated,
+            400 => Code::InvalidArgument,
+            404 => Code::NotFound,
+            429 | 413 => Code::ResourceExhausted,
+            500.. => Code::Internal,
+            _ => Code::PermissionDenied,
+        },
+    };
+    ConnectError::new(code, with_hint(denial, "send a valid access token in X-Access-Token"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoints::find;
+
+    async fn rendered(id: &str, streaming: bool, denial: Denial) -> (u16, serde_json::Value, String) {
+        let mut headers = HeaderMap::new();
+        let media = if streaming { "application/connect+json" } else { "application/json" };
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+        let response = render(find(id).expect("endpoint"), &headers, denial, false);
+        let status = response.status().as_u16();
+        let content_type = response.headers()[header::CONTENT_TYPE].to_str().unwrap_or("").to_string();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
+        let json = if streaming { serde_json::from_slice(&body[5..]) } else { serde_json::from_slice(&body) };
+        (status, json.expect("JSON"), content_type)
+    }
+
+    #[tokio::test]
+    async fn each_port_renders_a_denial_in_its_protocol() {
+        let disabled =
+            || Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:groups.process".into() };
+        let (status, body, _) = rendered("shell", false, disabled()).await;
+        assert_eq!(
+            (status, body["code"].as_str(), body["endpoint"].as_str()),
+            (404, Some("endpoint_disabled"), Some("shell"))
+        );
+        let (status, body, _) = rendered("envd_remove", false, disabled()).await;
+        assert_eq!((status, body["code"].as_str()), (403, Some("permission_denied")));
+        let (status, body, media) = rendered("envd_process_start", true, disabled()).await;
+        assert_eq!((status, media.as_str()), (200, "application/connect+json"));
+        assert_eq!(body["error"]["code"], "permission_denied");
+        let (status, body, _) = rendered("envd_files_write", false, Denial::Unauthorized).await;
+        assert_eq!((status, body["code"].as_u64()), (401, Some(401)));
+        let (status, body, _) = rendered("code_execute", false, disabled()).await;
+        assert_eq!(
+            (status, body["code"].as_str(), body["rule"].as_str()),
+            (403, Some("endpoint_disabled"), Some("preset:read-only:groups.process"))
+        );
+        assert_eq!(connect_error(&Denial::RateLimited { retry_after: 1 }).code, Code::ResourceExhausted);
+    }
+}
