@@ -8,9 +8,7 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{
-    agents, browser, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState,
-};
+use super::{agents, browser, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
