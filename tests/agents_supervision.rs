@@ -1,7 +1,8 @@
 //! The agents runtime supervises each turn's program like any other child:
 //! idle and wall-clock timeouts, output floods, forks left behind, malformed
-//! output, cancellation and deletion all end with nothing running, and the
-//! event stream of a long turn can be left and resumed without a gap.
+//! output, cancellation and deletion all end with nothing running, a
+//! detached process cannot hold a turn open, and the event stream of a long
+//! turn can be left and resumed without a gap.
 
 mod common;
 
@@ -76,6 +77,31 @@ async fn a_program_that_forks_and_exits_leaves_nothing_running() {
     let child = all.iter().find_map(logged_pid).expect("child pid");
     assert_eq!(last_turn(&server, &sid).await["status"], "completed");
     assert!(!alive(child), "the forked sleep died with the turn's group");
+}
+
+#[tokio::test]
+async fn a_detached_process_holding_the_output_does_not_hold_the_turn() {
+    let state = tempfile::tempdir().expect("state");
+    let server = agents_server(state.path()).env("ABX_AGENTS_IDLE_TIMEOUT_SECONDS", "20").start();
+    // `setsid` leaves the turn's group; the sleep keeps both output pipes open after the script exits.
+    let body = "setsid sleep 60 &\necho \"pid=$!\"\necho '{\"type\":\"message\",\"item_id\":\"m\",\"text\":\"detached\"}'\nprintf 'no newline'";
+    let agent = script(state.path(), "detach.sh", body);
+    let started = std::time::Instant::now();
+    let sid = create(&server, command_session(&agent, state.path(), Some("detach"))).await;
+    let all = wait_idle(&server, &sid).await;
+    let elapsed = started.elapsed();
+    let detached = all.iter().find_map(logged_pid).expect("detached pid");
+    let still_running = alive(detached);
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(detached), nix::sys::signal::Signal::SIGKILL);
+    let turn = last_turn(&server, &sid).await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    assert!(elapsed < Duration::from_secs(15), "the turn ended {elapsed:?} after it started, not at the idle timeout");
+    assert!(still_running, "a process that left the group on purpose is not killed");
+    let logs: Vec<&str> =
+        all.iter().filter(|e| e.event == "x_agent_sandbox.turn.log").filter_map(|e| e.data["text"].as_str()).collect();
+    assert_eq!(logs.last(), Some(&"no newline"), "the unfinished last line was read");
+    let items = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/items"), None).await;
+    assert_eq!(items.body["data"][0]["content"][0]["text"], "detached");
 }
 
 #[tokio::test]

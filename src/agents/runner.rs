@@ -12,7 +12,10 @@
 //! nothing it forked outlives it), or is ended with SIGTERM, then SIGKILL
 //! after the grace, to the whole group: on cancel, on the wall-clock or
 //! idle timeout (no output on either stream), when its output exceeds the
-//! limit, and when the daemon shuts down.
+//! limit, and when the daemon shuts down. Once the CLI has exited, its
+//! output is read for at most [`DRAIN_AFTER_EXIT`] more: a process that
+//! left the group with `setsid` (deliberately detached, so not killed) may
+//! hold the pipe open, and the turn completes without waiting for it.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -38,6 +41,10 @@ pub const MAX_LINE: usize = 4 * 1024 * 1024;
 /// Standard error kept to explain a failure.
 const STDERR_KEEP: usize = 16 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// How long output is still read after the CLI exited and its group was
+/// killed: a process that left the group (`setsid`) may hold the pipe open,
+/// and the turn must not wait for it.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +115,9 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
     let mut exited = false;
     let mut stderr_seen = 0u64;
     let mut cut: Option<Cut> = None;
+    // Armed when the CLI exits; until then the guard below keeps it out of the select.
+    let drain = tokio::time::sleep(limits.turn_timeout);
+    tokio::pin!(drain);
     let leader = job.clone();
     let leader_exit = leader.exited();
     tokio::pin!(leader_exit);
@@ -120,12 +130,12 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
                 cut = Some(Cut::Failed(Failure::new("internal_error", "the server is shutting down")));
                 break;
             }
-            () = &mut wall => {
+            () = &mut wall, if !exited => {
                 let message = format!("turn exceeded {}s", format_g(limits.turn_timeout.as_secs_f64()));
                 cut = Some(Cut::Failed(Failure::new("request_timeout", message)));
                 break;
             }
-            () = &mut idle => {
+            () = &mut idle, if !exited => {
                 let message = format!("no output for {}s", format_g(limits.idle_timeout.as_secs_f64()));
                 cut = Some(Cut::Failed(Failure::new("request_timeout", message)));
                 break;
@@ -135,6 +145,15 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
                 // Whatever it forked dies with it; their ends of the pipes close.
                 if job.group_alive() {
                     let _ = job.signal_group(Signal::SIGKILL);
+                }
+                drain.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
+            }
+            () = &mut drain, if exited => {
+                // A process that left the group still holds the pipe: what was written is read.
+                tracing::debug!(pid = job.pid(), "agents: standard output still open after the CLI exited");
+                stdout = None;
+                if let Some(last) = splitter.finish() {
+                    feed(&last, parser, builder, &mut parsed);
                 }
             }
             () = stderr.wait_beyond(stderr_seen), if stderr_open && stderr_next <= stderr_seen => {
