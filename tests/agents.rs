@@ -371,3 +371,48 @@ async fn runtimes_report_what_is_implemented_and_installed() {
     assert_eq!(data[2]["aliases"], json!(["claude", "claude_code", "claudecode"]));
     assert_eq!(data[3]["installed"], false);
 }
+
+#[tokio::test]
+async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
+    let state = tempfile::tempdir().expect("state");
+    let agent = script(state.path(), "agent.sh", LS_AGENT);
+    let off = agents_server(state.path()).start();
+    let sid = create(&off, command_session(&agent, state.path(), Some("go"))).await;
+    wait_idle(&off, &sid).await;
+    let none = call(&off, "GET", &format!("/v1/agents/sessions/{sid}/traces"), None).await;
+    assert_eq!(none.body, json!({"object": "list", "data": [], "first_id": null, "last_id": null, "has_more": false}));
+    drop(off);
+
+    let state = tempfile::tempdir().expect("state");
+    let agent = script(state.path(), "agent.sh", LS_AGENT);
+    let on = agents_server(state.path()).env("ABX_AGENTS_TRACES", "1").start();
+    let sid = create(&on, command_session(&agent, state.path(), Some("go"))).await;
+    wait_idle(&on, &sid).await;
+    let turn = call(&on, "GET", &format!("/v1/agents/sessions/{sid}/turns"), None).await.body["data"][0].clone();
+    let traces = call(&on, "GET", &format!("/v1/agents/sessions/{sid}/traces"), None).await;
+    assert_eq!((traces.status, traces.header("x-agent-sandbox-local")), (200, Some("1")));
+    let data = traces.body["data"].as_array().expect("traces");
+    assert_eq!(data.len(), 1, "{}", traces.body);
+    let trace = &data[0];
+    assert!(id_like(&trace["id"], "trace_"), "{trace}");
+    assert_eq!(
+        (trace["object"].as_str(), trace["session_id"].as_str()),
+        (Some("agent.session.trace"), Some(sid.as_str()))
+    );
+    let span = &trace["otlp"]["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+    assert_eq!((span["name"].as_str(), span["status"]["code"].as_i64()), (Some("agent.turn"), Some(1)));
+    assert_eq!(
+        span["attributes"],
+        json!([
+            {"key": "turn.status", "value": {"stringValue": "completed"}},
+            {"key": "turn.items", "value": {"intValue": "2"}}
+        ])
+    );
+    let start: i128 = span["startTimeUnixNano"].as_str().and_then(|s| s.parse().ok()).expect("start");
+    let end: i128 = span["endTimeUnixNano"].as_str().and_then(|s| s.parse().ok()).expect("end");
+    assert!(start <= end && turn["created_at"].as_i64().is_some_and(|c| start / 1_000_000_000 >= i128::from(c) - 1));
+    let text = traces.body.to_string();
+    assert!(!text.contains("agent.sh") && !text.contains("done: go"), "no command output or text in a trace: {text}");
+    let unknown = call(&on, "GET", "/v1/agents/sessions/agsess_nope/traces", None).await;
+    assert_eq!(unknown.status, 404);
+}

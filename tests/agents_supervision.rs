@@ -135,6 +135,33 @@ echo '{"type":"message","item_id":"m","text":"still fine"}'"#;
 }
 
 #[tokio::test]
+async fn long_lines_and_tool_output_are_cut_at_the_reference_limits() {
+    let state = tempfile::tempdir().expect("state");
+    let server = agents_server(state.path()).start();
+    // A 5,000,000-byte line (over the 4 MiB line limit), then a tool whose output passes 256 KiB.
+    let body = r#"head -c 5000000 /dev/zero | tr '\0' y; echo
+echo '{"type":"tool_start","item_id":"c1","kind":"command","name":"command_execution","command":"big"}'
+printf '{"type":"tool_end","item_id":"c1","ok":true,"output":"%s","exit_code":0}\n' "$(head -c 300000 /dev/zero | tr '\0' x)"
+echo '{"type":"message","item_id":"m","text":"after"}'"#;
+    let agent = script(state.path(), "long.sh", body);
+    let sid = create(&server, command_session(&agent, state.path(), Some("long"))).await;
+    let all = wait_idle(&server, &sid).await;
+    assert_eq!(last_turn(&server, &sid).await["status"], "completed");
+    let logs: Vec<usize> = all
+        .iter()
+        .filter(|e| e.event == "x_agent_sandbox.turn.log")
+        .filter_map(|e| e.data["text"].as_str().map(str::len))
+        .collect();
+    assert_eq!(logs, [4096, 4096], "the long line came as a 4 MiB piece and its rest, each logged in 4 KiB");
+    let items = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/items?order=asc"), None).await;
+    let tool = &items.body["data"][0];
+    assert_eq!(tool["command"], "big");
+    let output = tool["output"].as_str().expect("output");
+    assert_eq!((output.len(), output.bytes().all(|b| b == b'x')), (256 * 1024, true));
+    assert_eq!(items.body["data"][1]["content"][0]["text"], "after");
+}
+
+#[tokio::test]
 async fn cancel_and_delete_end_the_running_program() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).start();
