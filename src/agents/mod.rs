@@ -61,9 +61,13 @@ use tokio_util::sync::CancellationToken;
 use crate::environment::ChildEnv;
 
 /// The runtime, started on first use (nothing of the group runs before).
+/// One pointer wide: the daemon's state is cloned into every route.
 #[derive(Debug, Clone)]
-pub struct LazyAgents {
-    cell: Arc<OnceCell<Arc<Agents>>>,
+pub struct LazyAgents(Arc<Pending>);
+
+#[derive(Debug)]
+struct Pending {
+    cell: OnceCell<Arc<Agents>>,
     env: Arc<ChildEnv>,
     shutdown: CancellationToken,
 }
@@ -71,20 +75,21 @@ pub struct LazyAgents {
 impl LazyAgents {
     /// A runtime that will start, with settings from `ABX_AGENTS_*`, when first asked for.
     pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken) -> Self {
-        LazyAgents { cell: Arc::new(OnceCell::new()), env, shutdown }
+        LazyAgents(Arc::new(Pending { cell: OnceCell::new(), env, shutdown }))
     }
 
     /// The runtime, starting it now if needed.
     pub async fn get(&self) -> Arc<Agents> {
-        let started = self
+        let pending = &*self.0;
+        let started = pending
             .cell
-            .get_or_init(|| Agents::start(AgentsConfig::from_env(), Arc::clone(&self.env), self.shutdown.clone()))
+            .get_or_init(|| Agents::start(AgentsConfig::from_env(), Arc::clone(&pending.env), pending.shutdown.clone()))
             .await;
         Arc::clone(started)
     }
 
     /// Whether it has been started.
     pub fn started(&self) -> bool {
-        self.cell.initialized()
+        self.0.cell.initialized()
     }
 }
