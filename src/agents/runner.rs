@@ -13,7 +13,7 @@
 //! after the grace, to the whole group: on cancel, on the wall-clock or
 //! idle timeout (no output on either stream), when its output exceeds the
 //! limit, and when the daemon shuts down. Once the CLI has exited, its
-//! output is read for at most [`DRAIN_AFTER_EXIT`] more: a process that
+//! output is read for at most `DRAIN_AFTER_EXIT` (2 s) more: a process that
 //! left the group with `setsid` (deliberately detached, so not killed) may
 //! hold the pipe open, and the turn completes without waiting for it.
 

@@ -4,6 +4,9 @@
 //! types, so the two cannot drift. Field names and shapes follow the Python
 //! `agent-sandbox-server` 0.4.0a6 contract.
 
+// The agents group's wire objects are built from its runtime's domain types
+// (the client has no agents calls), so they exist in the daemon only.
+#[cfg(feature = "server")]
 pub mod agents;
 pub mod browser;
 pub mod code;
@@ -18,7 +21,7 @@ pub mod system;
 
 pub use self::commands::{CommandArgInfo, CommandInfo, CommandList, CommandResult};
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
-pub use self::error::ErrorBody;
+pub use self::error::{ErrorBody, ErrorCode};
 pub use self::pty::{
     PtyClientMessage, PtyClosed, PtyCreateRequest, PtyCreated, PtyMessage, PtyResizeRequest, PtySessionInfo,
     PtySessionList,
