@@ -321,9 +321,6 @@ impl Processes {
     }
 
     async fn start_terminal(&self, spec: &ExecSpec, pid: u32, cols: u16, rows: u16) -> Result<Arc<Session>, EnvdError> {
-        if spec.credentials.is_some() {
-            return Err(EnvdError::PermissionDenied("terminal processes run as the server's user".into()));
-        }
         let spec = spec.clone();
         let spawned = tokio::task::spawn_blocking(move || {
             let program = spec.program.as_ref().and_then(|p| p.to_str()).unwrap_or(&spec.argv[0]);
@@ -334,6 +331,7 @@ impl Processes {
                 cwd: spec.cwd.as_deref(),
                 cols,
                 rows,
+                credentials: spec.credentials.clone(),
             };
             crate::pty::spawn::spawn_shell(&shell)
         })

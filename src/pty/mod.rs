@@ -256,8 +256,15 @@ impl Terminals {
         let shell = request.shell.clone();
         let (cols, rows) = (request.cols, request.rows);
         let spawned = tokio::task::spawn_blocking(move || {
-            let spec =
-                spawn::ShellSpec { shell: &request.shell, args: &[], env: &env, cwd: cwd.as_deref(), cols, rows };
+            let spec = spawn::ShellSpec {
+                shell: &request.shell,
+                args: &[],
+                env: &env,
+                cwd: cwd.as_deref(),
+                cols,
+                rows,
+                credentials: None,
+            };
             spawn::spawn_shell(&spec)
         })
         .await

@@ -108,7 +108,7 @@ def test_files_watch_dir_polled(sandbox):
         lambda seen: any(e.name == "new.txt" and e.type.value == "write" for e in seen), handle.get_new_events
     )
     kinds = [e.type.value for e in events if e.name == "new.txt"]
-    assert kinds[:2] == ["create", "write"]
+    assert kinds[:3] == ["create", "chmod", "write"], "as envd reports an upload"
     sbx.files.remove("watched/new.txt")
     wait_for(lambda seen: any(e.name == "new.txt" and e.type.value == "remove" for e in seen), handle.get_new_events)
     handle.stop()
@@ -267,7 +267,7 @@ def test_run_reports_stdout_stderr_exit_code_env_and_cwd(sandbox):
     with pytest.raises(sdk_of(sbx).CommandExitException) as failed:
         sbx.commands.run("echo partial; exit 3")
     assert (failed.value.exit_code, failed.value.stdout) == (3, "partial\n")
-    assert sbx.commands.run("pwd").stdout == f"{srv.base}\n", "the base directory by default"
+    assert sbx.commands.run("pwd").stdout == f"{srv.base.parent}\n", "the user's home (its HOME) by default, as envd"
 
 
 def test_a_timeout_raises_the_sdk_error_and_kills_the_command(sandbox):

@@ -75,24 +75,34 @@ pub async fn start(call: Call) -> Response {
         if config.cmd.is_empty() {
             return Err(ConnectError::new(Code::InvalidArgument, "process.cmd is empty"));
         }
-        let cwd = match config.cwd.as_deref() {
-            Some(cwd) => state.envd.path(cwd)?,
-            None => state.envd.path("")?,
-        };
         let argv: Vec<String> = std::iter::once(config.cmd.clone()).chain(config.args.iter().cloned()).collect();
         let env = Arc::clone(&state.app.env);
-        let grant_for_exec = grant.clone();
-        let envs = config.envs.clone();
+        let (grant_for_exec, envd) = (grant.clone(), Arc::clone(&state.envd));
+        let base = state.app.engine.base_dir().to_path_buf();
+        let (envs, requested_cwd) = (config.envs.clone(), config.cwd.clone());
         let spec = state
             .blocking_as(&grant, move |account| {
+                // As envd: the account's home, login variables and PATH, unless the request says otherwise.
+                let mut account = match account {
+                    Some(account) => account,
+                    None => crate::envd::access::own()?,
+                };
+                if !account.is_other() {
+                    // The server's own user: its environment says where home and the shell are.
+                    account.home = env.get("HOME").map_or(account.home, Into::into);
+                    account.shell = env.get("SHELL").map_or(account.shell, Into::into);
+                }
+                let cwd = envd.workdir(requested_cwd.as_deref(), &account, &base)?;
                 let request = ExecRequest {
                     command: command_line(&argv),
                     cwd: Some(cwd),
-                    env: Some(envs),
-                    user: account.filter(|a| a.is_other()).map(|a| a.name),
+                    env: Some(envs.clone()),
+                    user: Some(account.name.clone()).filter(|_| account.is_other()),
                     ..ExecRequest::default()
                 };
-                prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)
+                let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
+                account.login_env(&mut spec.env, &envs);
+                Ok(spec)
             })
             .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
