@@ -83,8 +83,13 @@ async fn a_program_that_forks_and_exits_leaves_nothing_running() {
 async fn a_detached_process_holding_the_output_does_not_hold_the_turn() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).env("ABX_AGENTS_IDLE_TIMEOUT_SECONDS", "20").start();
-    // `setsid` leaves the turn's group; the sleep keeps both output pipes open after the script exits.
-    let body = "setsid sleep 60 &\necho \"pid=$!\"\necho '{\"type\":\"message\",\"item_id\":\"m\",\"text\":\"detached\"}'\nprintf 'no newline'";
+    // `setsid` leaves the turn's group; the sleep keeps both output pipes open after the script
+    // exits. The script exits only once the detached shell has written its pid, after `setsid`.
+    let body = r#"setsid sh -c 'echo $$ > detached.pid; exec sleep 60' &
+while [ ! -s detached.pid ]; do sleep 0.01; done
+echo "pid=$(cat detached.pid)"
+echo '{"type":"message","item_id":"m","text":"detached"}'
+printf 'no newline'"#;
     let agent = script(state.path(), "detach.sh", body);
     let started = std::time::Instant::now();
     let sid = create(&server, command_session(&agent, state.path(), Some("detach"))).await;
