@@ -60,22 +60,29 @@ class Side:
         self.work = root / "work"
         self.work.mkdir(parents=True)
         (self.work / "a.txt").write_text("")
-        port = free_port()
         base = root / "base"
         base.mkdir()
-        self.url = f"http://127.0.0.1:{port}"
-        argv = [*command, "--host", "127.0.0.1", "--port", str(port), "--pty-port", str(free_port()), "--base-dir", str(base)]
         full = {**env, "ABX_AGENTS_STATE_DIR": str(root / "state"), "HOME": str(root)}
         self.log = open(root / "server.log", "wb")
-        self.process = subprocess.Popen(argv, env=full, stdout=subprocess.DEVNULL, stderr=self.log, cwd=root)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{name} did not start")
+        # A port picked here can be taken by another test before the server binds it: a server
+        # that exits at once is started again on other ports.
+        for _ in range(3):
+            port = free_port()
+            self.url = f"http://127.0.0.1:{port}"
+            argv = [*command, "--host", "127.0.0.1", "--port", str(port), "--pty-port", str(free_port()), "--base-dir", str(base)]
+            self.process = subprocess.Popen(argv, env=full, stdout=subprocess.DEVNULL, stderr=self.log, cwd=root)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and self.process.poll() is None:
+                try:
+                    if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+            if self.process.poll() is None:
+                break
+        self.stop()
+        tail = (root / "server.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{name} did not start:\n{tail}")
 
     def call(self, method: str, path: str, **kwargs) -> httpx.Response:
         headers = {"Authorization": f"Bearer {TOKEN}", **kwargs.pop("headers", {})}
