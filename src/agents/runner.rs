@@ -13,9 +13,10 @@
 //! after the grace, to the whole group: on cancel, on the wall-clock or
 //! idle timeout (no output on either stream), when its output exceeds the
 //! limit, and when the daemon shuts down. Once the CLI has exited, its
-//! output is read for at most `DRAIN_AFTER_EXIT` (2 s) more: a process that
-//! left the group with `setsid` (deliberately detached, so not killed) may
-//! hold the pipe open, and the turn completes without waiting for it.
+//! output is read as the process runner reads a program's
+//! ([`QUIET_AFTER_EXIT`], at most [`DRAIN_AFTER_EXIT`]): a process that left
+//! the group with `setsid` (deliberately detached, so not killed) may hold
+//! the pipe open, and the turn completes without waiting for it.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use super::error::Failure;
 use super::parsed::Parsed;
 use super::spec::Limits;
 use crate::process::output::{Capture, LineSplitter, Stream};
-use crate::process::run::KillOnDrop;
+use crate::process::runner::{KillOnDrop, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 use crate::process::{format_g, receiver, ExecSpec};
 
 /// Longest line parsed as one (the reference's limit); longer ones are cut.
@@ -41,10 +42,6 @@ pub const MAX_LINE: usize = 4 * 1024 * 1024;
 /// Standard error kept to explain a failure.
 const STDERR_KEEP: usize = 16 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
-/// How long output is still read after the CLI exited and its group was
-/// killed: a process that left the group (`setsid`) may hold the pipe open,
-/// and the turn must not wait for it.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +86,7 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
         }
     };
     let job = spawned.job;
-    let mut guard = KillOnDrop::new(job.clone());
+    let mut guard = KillOnDrop::new(job.clone(), run.kill_grace);
     if let (Some(fd), Some(bytes)) = (spawned.stdin, run.stdin) {
         if let Ok(mut pipe) = tokio::net::unix::pipe::Sender::from_owned_fd(fd.into()) {
             tokio::spawn(async move {
@@ -118,6 +115,7 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
     // Armed when the CLI exits; until then the guard below keeps it out of the select.
     let drain = tokio::time::sleep(limits.turn_timeout);
     tokio::pin!(drain);
+    let mut drain_end = Instant::now();
     let leader = job.clone();
     let leader_exit = leader.exited();
     tokio::pin!(leader_exit);
@@ -146,7 +144,8 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
                 if job.group_alive() {
                     let _ = job.signal_group(Signal::SIGKILL);
                 }
-                drain.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
+                drain_end = Instant::now() + DRAIN_AFTER_EXIT;
+                drain.as_mut().reset(Instant::now() + QUIET_AFTER_EXIT);
             }
             () = &mut drain, if exited => {
                 // A process that left the group still holds the pipe: what was written is read.
@@ -175,6 +174,9 @@ pub async fn run(run: Run, adapter: &dyn Adapter, parser: &mut dyn Parser, build
                     stderr_seen = stderr_next;
                 }
                 idle.as_mut().reset(Instant::now() + limits.idle_timeout);
+                if exited {
+                    drain.as_mut().reset((Instant::now() + QUIET_AFTER_EXIT).min(drain_end));
+                }
                 total += n as u64;
                 if total > limits.max_output_bytes {
                     let message = format!("agent output exceeded {} bytes", limits.max_output_bytes);

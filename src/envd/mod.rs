@@ -33,6 +33,7 @@ pub use self::watchers::Watchers;
 use crate::environment::ChildEnv;
 use crate::fs::FsError;
 use crate::policy::Denial;
+use crate::process::Registry;
 
 /// Why an envd operation failed; the HTTP layer maps each to a Connect code
 /// (or an HTTP status on the plain endpoints) in one place.
@@ -111,11 +112,12 @@ impl std::fmt::Debug for Envd {
 }
 
 impl Envd {
-    /// The plane's state; terminal processes keep `scrollback` bytes.
-    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize) -> Self {
+    /// The plane's state, viewing the daemon's process `registry`; terminal
+    /// processes keep `scrollback` bytes.
+    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize, registry: Registry) -> Self {
         Envd {
             watchers: Watchers::new(shutdown.clone()),
-            processes: Arc::new(processes::Processes::new(scrollback, shutdown)),
+            processes: Arc::new(processes::Processes::new(registry, scrollback, shutdown)),
             defaults: RwLock::new(Defaults::default()),
             env,
         }
@@ -231,7 +233,7 @@ mod tests {
 
     fn envd() -> Envd {
         let env = Arc::new(ChildEnv::from_vars([("PATH".to_string(), "/bin".to_string())], &[]));
-        Envd::new(env, CancellationToken::new(), 4096)
+        Envd::new(env, CancellationToken::new(), 4096, Registry::new())
     }
 
     #[test]

@@ -19,14 +19,11 @@ use std::process::{Command, Stdio};
 
 use rustix::pty::OpenptFlags;
 
-use crate::process::{supervisor, Job, SpawnOptions};
+use crate::process::{supervisor, ExitStatus, Job, SpawnOptions};
 use rustix::termios::Winsize;
 
-/// How a shell ended: the supervisor's exit status.
-pub use crate::process::ExitStatus as ShellExit;
-
 /// Resolves when the shell has exited (and was reaped).
-pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ShellExit> + Send>>;
+pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ExitStatus> + Send>>;
 
 /// A started shell.
 pub struct SpawnedShell {

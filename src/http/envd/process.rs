@@ -20,13 +20,12 @@ use crate::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
     StartRequest, StreamInputRequest, UpdateRequest,
 };
-use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
 use crate::policy::{owner, Identity, LimitValue, Viewer};
-use crate::process::exec::{prepare, ExecKind};
-use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::exec::{prepare, CommandLine, ExecInput, ExecKind};
+use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -34,20 +33,6 @@ const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The caller as the registry's owner checks see it.
 fn viewer(identity: &Identity) -> Viewer {
     Viewer::new(identity, owner::PROCESS_ADMIN)
-}
-
-/// `argv` as one command line the exec policy splits back into the same words.
-fn command_line(argv: &[String]) -> String {
-    argv.iter()
-        .map(|word| {
-            if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b)) {
-                word.clone()
-            } else {
-                format!("'{}'", word.replace('\'', r#"'"'"'"#))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The events of `process` as a paced stream of responses; `end` is the last one.
@@ -93,12 +78,11 @@ pub async fn start(call: Call) -> Response {
                     account.shell = env.get("SHELL").map_or(account.shell, Into::into);
                 }
                 let cwd = envd.workdir(requested_cwd.as_deref(), &account, &base)?;
-                let request = ExecRequest {
-                    command: command_line(&argv),
+                let request = ExecInput {
                     cwd: Some(cwd),
                     env: Some(envs.clone()),
                     user: Some(account.name.clone()).filter(|_| account.is_other()),
-                    ..ExecRequest::default()
+                    ..ExecInput::new(CommandLine::Argv(argv))
                 };
                 let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
                 account.login_env(&mut spec.env, &envs);
@@ -106,7 +90,8 @@ pub async fn start(call: Call) -> Response {
             })
             .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-        let slot = state.app.processes.reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
+        let slot =
+            state.app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
         let session = match &terminal_grant {
             Some(terminal) => {
                 let max = terminal.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
@@ -238,16 +223,4 @@ pub async fn update(call: Call) -> Response {
         Ok(Empty {})
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_split_back_into_the_same_words() {
-        let argv: Vec<String> = ["/bin/bash", "-l", "-c", "echo 'hi' \"$X\" && ls", "", "a b"].map(String::from).into();
-        let line = command_line(&argv);
-        assert_eq!(crate::codec::shlex::split(&line).expect("splits"), argv);
-    }
 }
