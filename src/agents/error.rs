@@ -6,7 +6,7 @@
 //! fixed `SessionTurnError.code` values or one of the extension codes that
 //! [`wire_code`] folds into them.
 
-use crate::python::repr_str;
+use crate::pyrepr::repr_str;
 
 /// Why a runtime call was refused.
 #[derive(Debug, thiserror::Error)]

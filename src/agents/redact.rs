@@ -50,7 +50,7 @@ impl Redactor {
             if value.chars().count() < MIN_SECRET_LEN {
                 continue;
             }
-            let json = crate::python::json_str(value);
+            let json = crate::pyrepr::json_str(value);
             for form in [value.to_string(), url_quote(value), json[1..json.len() - 1].to_string()] {
                 if !form.is_empty() && !self.needles.contains(&form) {
                     self.needles.push(form);

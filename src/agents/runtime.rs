@@ -146,7 +146,7 @@ impl Agents {
                 Err(AgentError::NotImplementedLocally {
                     message: format!(
                         "adapter {} is {what}; GET {RUNTIMES_PATH} reports which runtimes are implemented ({}) and installed",
-                        crate::python::repr_str(&raw),
+                        crate::pyrepr::repr_str(&raw),
                         implemented.join(", ")
                     ),
                 })
@@ -161,7 +161,7 @@ impl Agents {
     pub fn validate(&self, spec: &AgentSpec) -> Result<(), AgentError> {
         let Some(adapter) = self.adapters.get(&spec.runtime) else {
             return Err(AgentError::invalid(
-                format!("runtime: unknown runtime {}", crate::python::repr_str(&spec.runtime)),
+                format!("runtime: unknown runtime {}", crate::pyrepr::repr_str(&spec.runtime)),
                 "runtime",
             ));
         };

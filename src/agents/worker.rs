@@ -289,7 +289,7 @@ impl Agents {
         let Some(program) = super::procenv::which(&first, &path) else {
             let install = adapter.descriptor().install_steps.first().map(|s| s.join(" "));
             let hint = install.map_or_else(String::new, |i| format!("; install it with `{i}`"));
-            let message = format!("{} was not found on PATH{hint}", crate::python::repr_str(&first));
+            let message = format!("{} was not found on PATH{hint}", crate::pyrepr::repr_str(&first));
             return Outcome::Failed(Failure::new("runtime_not_installed", message));
         };
         let exec = ExecSpec {

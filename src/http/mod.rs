@@ -20,6 +20,7 @@ pub mod extract;
 mod files;
 mod files_json;
 mod files_transfer;
+pub mod limits;
 pub mod listener;
 pub mod pipeline;
 mod process;

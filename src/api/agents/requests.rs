@@ -71,7 +71,7 @@ pub fn text_of(value: &Value) -> String {
                     return match text {
                         Value::String(s) => s.clone(),
                         Value::Null | Value::Bool(false) => String::new(),
-                        other => crate::python::str_of(other),
+                        other => crate::pyrepr::str_of(other),
                     };
                 }
             }
@@ -96,7 +96,7 @@ pub fn metadata_scalars(raw: Option<&Value>) -> Result<Map<String, Value>, Agent
                 Value::Object(_) | Value::Array(_) | Value::Null => {
                     Err(config_error(format!("metadata.{k}: expected a scalar")))
                 }
-                other => Ok((k.clone(), json!(crate::python::str_of(other)))),
+                other => Ok((k.clone(), json!(crate::pyrepr::str_of(other)))),
             })
             .collect(),
         Some(_) => Err(config_error("metadata: expected a mapping of strings")),
@@ -360,7 +360,7 @@ pub fn event_input(body: &Map<String, Value>) -> Result<(String, bool), AgentErr
                 ));
             }
             _ => {
-                let kind = event.get("type").map_or_else(|| "None".into(), crate::python::repr);
+                let kind = event.get("type").map_or_else(|| "None".into(), crate::pyrepr::repr);
                 return Err(invalid(format!("unsupported event type {kind}"), "events"));
             }
         }
