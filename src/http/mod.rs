@@ -18,7 +18,7 @@ pub mod envd;
 pub mod error;
 pub mod extract;
 mod files;
-mod files_json;
+pub(crate) mod files_json;
 mod files_transfer;
 pub mod limits;
 pub mod listener;
