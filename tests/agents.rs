@@ -385,7 +385,8 @@ async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
 
     let state = tempfile::tempdir().expect("state");
     let agent = script(state.path(), "agent.sh", LS_AGENT);
-    let on = agents_server(state.path()).env("ABX_AGENTS_TRACES", "1").start();
+    // The reference's variable and our flag are the same option.
+    let on = agents_server(state.path()).env("ABX_AGENTS_TRACES", "0").args(["--agents-traces", "1"]).start();
     let sid = create(&on, command_session(&agent, state.path(), Some("go"))).await;
     wait_idle(&on, &sid).await;
     let turn = call(&on, "GET", &format!("/v1/agents/sessions/{sid}/turns"), None).await.body["data"][0].clone();
@@ -415,4 +416,24 @@ async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
     assert!(!text.contains("agent.sh") && !text.contains("done: go"), "no command output or text in a trace: {text}");
     let unknown = call(&on, "GET", "/v1/agents/sessions/agsess_nope/traces", None).await;
     assert_eq!(unknown.status, 404);
+}
+
+#[tokio::test]
+async fn a_bad_agents_option_stops_the_server_naming_it() {
+    let run = |env: (&str, &str)| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"))
+            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--pty-port", "0", "--code-port", "off"])
+            .args(["--envd-port", "off"])
+            .env(env.0, env.1)
+            .output()
+            .expect("run")
+    };
+    let zero = run(("ABX_AGENTS_IDLE_TIMEOUT_SECONDS", "0"));
+    assert_eq!(zero.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&zero.stderr);
+    assert!(stderr.contains("agents_idle_timeout_seconds must be more than 0"), "{stderr}");
+    let word = run(("ABX_AGENTS_PERSIST", "maybe"));
+    assert!(!word.status.success());
+    let stderr = String::from_utf8_lossy(&word.stderr);
+    assert!(stderr.contains("--agents-persist") && stderr.contains("maybe"), "{stderr}");
 }

@@ -1,28 +1,31 @@
 //! The agents group's settings: the reference's `ABX_AGENTS_*` variables
-//! (and a few of our own, marked), read once when the group is first used.
+//! (and a few of our own), declared once with every other option in
+//! `config::Options` (flag > variable > TOML file > default), and the
+//! reference's own JSON file (`ABX_AGENTS_CONFIG`), read when the runtime
+//! first starts, beneath those options.
 //!
-//! | variable | default | meaning |
+//! | option | default | meaning |
 //! |---|---|---|
-//! | `ABX_AGENTS_STATE_DIR` | `~/.agent-sandbox/agents` | sessions, turns, items, events and artifacts |
-//! | `ABX_AGENTS_PERSIST` | `1` | `0` keeps everything in memory |
-//! | `ABX_AGENTS_DEFAULT` | `codex` | runtime of a request that names none |
-//! | `ABX_AGENTS_CONFIG` | | JSON file: `default` (or `agents.default`); ours: `limits`, `command` |
-//! | `ABX_AGENTS_MAX_CONCURRENT_TURNS` | `4` | CLIs running at once, daemon-wide |
-//! | `ABX_AGENTS_ALLOW_COMMAND` | `1` | `0` refuses the `command` runtime |
-//! | `ABX_AGENTS_PASSTHROUGH_ENV` | | more server variables handed to every CLI |
-//! | `ABX_AGENTS_MAX_ARTIFACT_BYTES` | 10 MiB | largest file snapshotted as an artifact |
-//! | `ABX_AGENTS_TRACES` | `0` | `1` serves one trace per finished turn |
-//! | `ABX_AGENTS_TURN_TIMEOUT_SECONDS` (ours) | 1800 | wall-clock limit of a turn |
-//! | `ABX_AGENTS_IDLE_TIMEOUT_SECONDS` (ours) | 300 | a turn silent this long is ended |
-//! | `ABX_AGENTS_MAX_OUTPUT_BYTES` (ours) | 8 MiB | standard output a turn may print |
+//! | `agents_state_dir` | `~/.agent-sandbox/agents` | sessions, turns, items, events and artifacts |
+//! | `agents_persist` | `true` | `false` keeps everything in memory |
+//! | `agents_default` | `codex` | runtime of a request that names none |
+//! | `agents_config` | | JSON file: `default` (or `agents.default`); ours: `limits`, `command` |
+//! | `agents_max_concurrent_turns` | `4` | CLIs running at once, daemon-wide |
+//! | `agents_allow_command` | `true` | `false` refuses the `command` runtime |
+//! | `agents_passthrough_env` | | more server variables handed to every CLI |
+//! | `agents_max_artifact_bytes` | 10 MiB | largest file snapshotted as an artifact |
+//! | `agents_traces` | `false` | `true` serves one trace per finished turn |
+//! | `agents_turn_timeout_seconds` (ours) | 1800 | wall-clock limit of a turn |
+//! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
+//! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::spec::{CommandSpec, Limits};
+use crate::config::Options;
 
 /// Settings of the agents runtime.
 #[derive(Debug, Clone)]
@@ -51,6 +54,21 @@ pub struct AgentsConfig {
     pub command: Option<CommandSpec>,
     /// Between SIGTERM and SIGKILL when a turn is ended.
     pub kill_grace: Duration,
+    /// The reference's JSON file, read by [`AgentsConfig::load_file`] when the runtime starts.
+    pub file: Option<PathBuf>,
+    /// The limits the options set, which the JSON file does not override.
+    pub set_limits: SetLimits,
+}
+
+/// Limits set by an option (flag, variable or TOML file), above the JSON file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetLimits {
+    /// Whether the turn timeout was set.
+    pub turn_timeout: bool,
+    /// Whether the idle timeout was set.
+    pub idle_timeout: bool,
+    /// Whether the output limit was set.
+    pub max_output_bytes: bool,
 }
 
 impl Default for AgentsConfig {
@@ -68,69 +86,72 @@ impl Default for AgentsConfig {
             limits: Limits::default(),
             command: None,
             kill_grace: Duration::from_secs(3),
+            file: None,
+            set_limits: SetLimits::default(),
         }
     }
 }
 
-/// `0`, `false`, `no`, `off` are false; anything else set is true.
-fn truthy(value: Option<&str>, default: bool) -> bool {
-    match value.map(str::trim).filter(|v| !v.is_empty()) {
-        None => default,
-        Some(v) => !matches!(v.to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off"),
+/// A positive duration from a seconds option, or why not.
+fn positive_seconds(name: &str, value: Option<crate::config::Seconds>) -> Result<Option<Duration>, String> {
+    match value {
+        Some(s) if s.0.is_zero() => Err(format!("{name} must be more than 0")),
+        other => Ok(other.map(|s| s.0)),
     }
-}
-
-fn positive(value: Option<&str>) -> Option<f64> {
-    value.and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v > 0.0)
 }
 
 impl AgentsConfig {
-    /// The settings from the process environment.
-    pub fn from_env() -> Self {
-        let vars: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("ABX_AGENTS_")).collect();
-        let home = std::env::var("HOME").ok();
-        Self::from_vars(&vars, home.as_deref())
-    }
-
-    /// The settings from these variables (`home` locates the default state directory).
-    pub fn from_vars(vars: &BTreeMap<String, String>, home: Option<&str>) -> Self {
-        let get = |name: &str| vars.get(name).map(String::as_str);
+    /// The settings from `serve`'s merged options (`home` locates the default state directory).
+    ///
+    /// # Errors
+    /// A timeout or output limit of 0.
+    pub fn from_options(o: &Options, home: Option<&str>) -> Result<Self, String> {
         let mut config = AgentsConfig::default();
-        if truthy(get("ABX_AGENTS_PERSIST"), true) {
-            config.state_dir = match get("ABX_AGENTS_STATE_DIR").map(str::trim).filter(|v| !v.is_empty()) {
-                Some(dir) => Some(PathBuf::from(dir)),
+        if o.agents_persist.unwrap_or(true) {
+            config.state_dir = match o.agents_state_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
+                Some(dir) => Some(dir.clone()),
                 None => home.map(|h| PathBuf::from(h).join(".agent-sandbox").join("agents")),
             };
         }
-        if let Some(path) = get("ABX_AGENTS_CONFIG").map(str::trim).filter(|v| !v.is_empty()) {
-            config.apply_file(path);
-        }
-        if let Some(default) = get("ABX_AGENTS_DEFAULT").map(str::trim).filter(|v| !v.is_empty()) {
-            config.default_runtime = Some(default.to_string());
-        }
-        if let Some(n) = get("ABX_AGENTS_MAX_CONCURRENT_TURNS").and_then(|v| v.trim().parse::<usize>().ok()) {
+        config.file = o.agents_config.clone().filter(|p| !p.as_os_str().is_empty());
+        config.default_runtime =
+            o.agents_default.as_deref().map(str::trim).filter(|d| !d.is_empty()).map(str::to_string);
+        if let Some(n) = o.agents_max_concurrent_turns {
             config.max_concurrent_turns = n.max(1);
         }
-        config.traces = get("ABX_AGENTS_TRACES") == Some("1");
-        config.allow_command = truthy(get("ABX_AGENTS_ALLOW_COMMAND"), true);
-        config.passthrough_env = get("ABX_AGENTS_PASSTHROUGH_ENV")
-            .map(|v| v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default();
-        if let Some(n) = get("ABX_AGENTS_MAX_ARTIFACT_BYTES").and_then(|v| v.trim().parse::<u64>().ok()) {
-            if n > 0 {
-                config.max_artifact_bytes = n;
-            }
+        config.traces = o.agents_traces.unwrap_or(false);
+        config.allow_command = o.agents_allow_command.unwrap_or(true);
+        config.passthrough_env = o
+            .agents_passthrough_env
+            .iter()
+            .flatten()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect();
+        if let Some(n) = o.agents_max_artifact_bytes.filter(|n| *n > 0) {
+            config.max_artifact_bytes = n;
         }
-        if let Some(s) = positive(get("ABX_AGENTS_TURN_TIMEOUT_SECONDS")) {
-            config.limits.turn_timeout = Duration::from_secs_f64(s);
+        if let Some(d) = positive_seconds("agents_turn_timeout_seconds", o.agents_turn_timeout_seconds)? {
+            (config.limits.turn_timeout, config.set_limits.turn_timeout) = (d, true);
         }
-        if let Some(s) = positive(get("ABX_AGENTS_IDLE_TIMEOUT_SECONDS")) {
-            config.limits.idle_timeout = Duration::from_secs_f64(s);
+        if let Some(d) = positive_seconds("agents_idle_timeout_seconds", o.agents_idle_timeout_seconds)? {
+            (config.limits.idle_timeout, config.set_limits.idle_timeout) = (d, true);
         }
-        if let Some(n) = positive(get("ABX_AGENTS_MAX_OUTPUT_BYTES")) {
-            config.limits.max_output_bytes = n as u64;
+        match o.agents_max_output_bytes {
+            Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),
+            Some(n) => (config.limits.max_output_bytes, config.set_limits.max_output_bytes) = (n, true),
+            None => {}
         }
-        config
+        Ok(config)
+    }
+
+    /// These settings with the JSON file's beneath them, when one is named.
+    pub fn load_file(mut self) -> Self {
+        if let Some(path) = self.file.clone() {
+            self.apply_file(&path.to_string_lossy());
+        }
+        self
     }
 
     /// Reads `default` (or `agents.default`), `limits` and `command` from a
@@ -147,18 +168,20 @@ impl AgentsConfig {
         };
         let nested = data.get("agents").and_then(Value::as_object);
         let default = data.get("default").or_else(|| nested.and_then(|a| a.get("default")));
-        if let Some(default) = default.and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty()) {
+        let default = default.and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+        if let (None, Some(default)) = (&self.default_runtime, default) {
             self.default_runtime = Some(default.to_string());
         }
         if let Some(limits) = data.get("limits").and_then(Value::as_object) {
             let seconds = |key: &str| limits.get(key).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
-            if let Some(s) = seconds("turn_timeout_s") {
+            let set = self.set_limits;
+            if let Some(s) = seconds("turn_timeout_s").filter(|_| !set.turn_timeout) {
                 self.limits.turn_timeout = Duration::from_secs_f64(s);
             }
-            if let Some(s) = seconds("idle_timeout_s") {
+            if let Some(s) = seconds("idle_timeout_s").filter(|_| !set.idle_timeout) {
                 self.limits.idle_timeout = Duration::from_secs_f64(s);
             }
-            if let Some(n) = seconds("max_output_bytes") {
+            if let Some(n) = seconds("max_output_bytes").filter(|_| !set.max_output_bytes) {
                 self.limits.max_output_bytes = n as u64;
             }
             self.limits.max_turns = seconds("max_turns").map(|n| n as u32);
@@ -176,32 +199,23 @@ impl AgentsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
+    use crate::config::parse_file;
 
     #[test]
     fn defaults_follow_the_reference() {
-        let config = AgentsConfig::from_vars(&vars(&[]), Some("/home/u"));
+        let config = AgentsConfig::from_options(&Options::default(), Some("/home/u")).expect("valid");
         assert_eq!(config.state_dir, Some(PathBuf::from("/home/u/.agent-sandbox/agents")));
         assert_eq!(config.max_concurrent_turns, 4);
         assert!(config.allow_command && !config.traces);
         assert_eq!(config.limits.idle_timeout, Duration::from_secs(300));
+        assert_eq!((config.default_runtime, config.file), (None, None));
     }
 
     #[test]
-    fn variables_override_and_persistence_can_be_off() {
-        let config = AgentsConfig::from_vars(
-            &vars(&[
-                ("ABX_AGENTS_PERSIST", "0"),
-                ("ABX_AGENTS_DEFAULT", "qwen"),
-                ("ABX_AGENTS_IDLE_TIMEOUT_SECONDS", "1.5"),
-                ("ABX_AGENTS_MAX_CONCURRENT_TURNS", "0"),
-                ("ABX_AGENTS_PASSTHROUGH_ENV", "A, B,,"),
-            ]),
-            Some("/home/u"),
-        );
+    fn options_override_and_persistence_can_be_off() {
+        let text = "agents_persist = false\nagents_default = \"qwen\"\nagents_idle_timeout_seconds = 1.5\n\
+                    agents_max_concurrent_turns = 0\nagents_passthrough_env = [\"A\", \" B\", \"\"]\n";
+        let config = AgentsConfig::from_options(&parse_file(text).expect("parses"), Some("/home/u")).expect("valid");
         assert_eq!(config.state_dir, None);
         assert_eq!(config.default_runtime.as_deref(), Some("qwen"));
         assert_eq!(config.limits.idle_timeout, Duration::from_millis(1500));
@@ -210,15 +224,36 @@ mod tests {
     }
 
     #[test]
-    fn the_config_file_sets_the_default_limits_and_command() {
+    fn a_zero_timeout_or_output_limit_is_refused_by_name() {
+        for text in
+            ["agents_turn_timeout_seconds = 0", "agents_idle_timeout_seconds = 0", "agents_max_output_bytes = 0"]
+        {
+            let err = AgentsConfig::from_options(&parse_file(text).expect("parses"), None).expect_err(text);
+            assert!(text.starts_with(err.split(' ').next().unwrap_or_default()), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_json_file_sets_the_default_limits_and_command_beneath_the_options() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("agents.json");
-        let body =
-            r#"{"agents":{"default":"command"},"limits":{"idle_timeout_s":2},"command":{"argv":["/bin/agent"]}}"#;
+        let body = r#"{"agents":{"default":"command"},"limits":{"idle_timeout_s":2,"turn_timeout_s":9},
+                      "command":{"argv":["/bin/agent"]}}"#;
         std::fs::write(&path, body).expect("write");
-        let config = AgentsConfig::from_vars(&vars(&[("ABX_AGENTS_CONFIG", path.to_str().expect("utf8"))]), None);
+        let o = Options { agents_config: Some(path.clone()), ..Options::default() };
+        let config = AgentsConfig::from_options(&o, None).expect("valid").load_file();
         assert_eq!(config.default_runtime.as_deref(), Some("command"));
         assert_eq!(config.limits.idle_timeout, Duration::from_secs(2));
         assert_eq!(config.command.map(|c| c.argv), Some(vec!["/bin/agent".to_string()]));
+        let o = Options {
+            agents_config: Some(path),
+            agents_default: Some("codex".into()),
+            agents_turn_timeout_seconds: Some(crate::config::Seconds(Duration::from_secs(5))),
+            ..Options::default()
+        };
+        let config = AgentsConfig::from_options(&o, None).expect("valid").load_file();
+        assert_eq!(config.default_runtime.as_deref(), Some("codex"), "the option beats the file");
+        assert_eq!(config.limits.turn_timeout, Duration::from_secs(5), "the option beats the file");
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(2), "the file beats the default");
     }
 }

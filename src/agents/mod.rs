@@ -68,14 +68,16 @@ pub struct LazyAgents(Arc<Pending>);
 #[derive(Debug)]
 struct Pending {
     cell: OnceCell<Arc<Agents>>,
+    config: AgentsConfig,
     env: Arc<ChildEnv>,
     shutdown: CancellationToken,
 }
 
 impl LazyAgents {
-    /// A runtime that will start, with settings from `ABX_AGENTS_*`, when first asked for.
-    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken) -> Self {
-        LazyAgents(Arc::new(Pending { cell: OnceCell::new(), env, shutdown }))
+    /// A runtime that will start with these settings when first asked for
+    /// (the JSON file they name is read then).
+    pub fn new(config: AgentsConfig, env: Arc<ChildEnv>, shutdown: CancellationToken) -> Self {
+        LazyAgents(Arc::new(Pending { cell: OnceCell::new(), config, env, shutdown }))
     }
 
     /// The runtime, starting it now if needed.
@@ -83,7 +85,10 @@ impl LazyAgents {
         let pending = &*self.0;
         let started = pending
             .cell
-            .get_or_init(|| Agents::start(AgentsConfig::from_env(), Arc::clone(&pending.env), pending.shutdown.clone()))
+            .get_or_init(|| {
+                let config = pending.config.clone().load_file();
+                Agents::start(config, Arc::clone(&pending.env), pending.shutdown.clone())
+            })
             .await;
         Arc::clone(started)
     }

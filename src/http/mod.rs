@@ -95,7 +95,8 @@ impl AppState {
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
-        let agents = crate::agents::LazyAgents::new(Arc::clone(&env), shutdown.clone());
+        let agents =
+            crate::agents::LazyAgents::new(crate::agents::AgentsConfig::default(), Arc::clone(&env), shutdown.clone());
         let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
         AppState {
             engine,
@@ -114,6 +115,12 @@ impl AppState {
             interpreter: None,
             served: Arc::new(served),
         }
+    }
+
+    /// The same state with the agents runtime (not started yet) set as `config` says.
+    pub fn with_agents(mut self, config: crate::agents::AgentsConfig) -> Self {
+        self.agents = crate::agents::LazyAgents::new(config, Arc::clone(&self.env), self.shutdown.clone());
+        self
     }
 
     /// The same state with a browser run as `settings` say.
