@@ -531,6 +531,11 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .summary("Discovery document: groups, identity and every endpoint's state."),
     ep("capabilities_check", Post, "/capabilities/check", Core, &["core:read"])
         .summary("The policy's decision for a call the client is about to make."),
+    // core extension: this port's OpenAPI document (its rules are capabilities')
+    ep("openapi", Get, "/openapi.json", Core, &["core:read"])
+        .extension()
+        .governed_by("capabilities")
+        .summary("This port's OpenAPI 3.1 document, generated from the endpoint table."),
     // commands
     ep("list_commands", Get, "/commands", Commands, &["commands:list"])
         .summary("Registered commands and their arguments."),
@@ -869,11 +874,6 @@ pub static ENDPOINTS: &[Endpoint] = &[
         "Send a signed test event.",
     ),
     agent("agents_webhook_event_types", Get, "/v1/webhook_event_types", "Webhook event types."),
-    // core extension: this port's OpenAPI document
-    ep("openapi", Get, "/openapi.json", Core, &["core:read"])
-        .extension()
-        .governed_by("capabilities")
-        .summary("This port's OpenAPI 3.1 document, generated from the endpoint table."),
     // system extension: Prometheus metrics of the pipeline
     ep("metrics", Get, "/metrics", System, &["system:read"])
         .extension()
@@ -1036,11 +1036,11 @@ mod tests {
         assert_eq!(
             api_extensions,
             [
+                "openapi",
                 "files_content_read",
                 "files_content_write",
                 "files_upload_status",
                 "files_upload_cancel",
-                "openapi",
                 "metrics"
             ]
         );
