@@ -6,7 +6,9 @@ TMPDIR inside it) under a policy that keeps the run from harming the machine
 (see ``POLICY``), fetches ``GET /openapi.json`` with the token, and runs
 schemathesis on every operation and method: examples, boundary coverage,
 random fuzzing (valid and invalid input) and stateful sequences along the
-document's links. Checks: every schemathesis check except
+document's links, for the time budget, on the groups that are on; then
+five random cases per operation of the opt-in groups, which are off here
+and answer 404 ``endpoint_disabled``. Checks: every schemathesis check except
 ``negative_data_rejection`` and ``positive_data_acceptance`` (the API reads
 requests leniently, as the reference does, and a valid request may still
 fail on the machine's state) and ``ignored_auth`` (its wrong tokens set off
@@ -137,34 +139,53 @@ def main() -> int:
             document.write_bytes(body)
             ops = sum(len(item) for item in json.loads(body)["paths"].values())
             print(f"contract: {ops} operations from {url}/openapi.json, {args.seconds} s budget", flush=True)
-            command = [
+            doc = json.loads(body)
+            opt_in = sorted({op["tags"][0] for item in doc["paths"].values() for op in item.values() if op.get("x-abx-opt-in")})
+            common = [
                 schemathesis, "run", str(document), "--url", url,
                 "-H", f"Authorization: Bearer {TOKEN}",
                 "--checks", "all",
                 "--exclude-checks", "negative_data_rejection,positive_data_acceptance,ignored_auth",
-                "--phases", "examples,coverage,fuzzing,stateful",
-                "--max-time", str(args.seconds),
                 "--workers", str(args.workers),
                 "--request-timeout", "20",
                 "--suppress-health-check", "all",
                 "--no-color",
             ]
             if args.seed is not None:
-                command += ["--seed", str(args.seed)]
+                common += ["--seed", str(args.seed)]
             if args.report is not None:
                 args.report.mkdir(parents=True, exist_ok=True)
-                command += ["--report", "junit,ndjson", "--report-dir", str(args.report)]
-            command += args.extra
-            started = time.monotonic()
             hooks = dict(os.environ, PYTHONPATH=str(Path(__file__).parent), SCHEMATHESIS_HOOKS="hooks")
-            result = subprocess.run(command, cwd=tmp, check=False, env=hooks)
-            print(f"contract: schemathesis exited {result.returncode} after {time.monotonic() - started:.0f} s")
+            # The groups that are on get the time budget; the opt-in groups, off
+            # here, answer 404 endpoint_disabled to anything, so a few cases each
+            # check that answer against the document.
+            runs = [
+                ("enabled groups", [
+                    "--phases", "examples,coverage,fuzzing,stateful", "--max-time", str(args.seconds),
+                    *[a for tag in opt_in for a in ("--exclude-tag", tag)],
+                ]),
+                (f"opt-in groups, off ({', '.join(opt_in)})", [
+                    "--phases", "fuzzing", "--max-examples", "5",
+                    *[a for tag in opt_in for a in ("--include-tag", tag)],
+                ]),
+            ]
+            returncode = 0
+            for index, (name, extra) in enumerate(runs):
+                command = common + extra
+                if args.report is not None:
+                    command += ["--report", "junit,ndjson", "--report-dir", str(args.report / f"run{index}")]
+                command += args.extra
+                print(f"contract: {name}", flush=True)
+                started = time.monotonic()
+                result = subprocess.run(command, cwd=tmp, check=False, env=hooks)
+                print(f"contract: {name}: schemathesis exited {result.returncode} after {time.monotonic() - started:.0f} s")
+                returncode = returncode or result.returncode
             alive = process.poll() is None and get(f"{url}/health", None)[0] == 200
             if not alive:
                 print("contract: the server is not healthy after the run", file=sys.stderr)
                 print((tmp / "server.log").read_text()[-4000:], file=sys.stderr)
                 return 1
-            return result.returncode
+            return returncode
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
