@@ -531,6 +531,11 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .summary("Discovery document: groups, identity and every endpoint's state."),
     ep("capabilities_check", Post, "/capabilities/check", Core, &["core:read"])
         .summary("The policy's decision for a call the client is about to make."),
+    // core extension: this port's OpenAPI document (its rules are capabilities')
+    ep("openapi", Get, "/openapi.json", Core, &["core:read"])
+        .extension()
+        .governed_by("capabilities")
+        .summary("This port's OpenAPI 3.1 document, generated from the endpoint table."),
     // commands
     ep("list_commands", Get, "/commands", Commands, &["commands:list"])
         .summary("Registered commands and their arguments."),
@@ -1030,7 +1035,14 @@ mod tests {
             ENDPOINTS.iter().filter(|e| e.extension && e.port == Port::Api).map(|e| e.id).collect();
         assert_eq!(
             api_extensions,
-            ["files_content_read", "files_content_write", "files_upload_status", "files_upload_cancel", "metrics"]
+            [
+                "openapi",
+                "files_content_read",
+                "files_content_write",
+                "files_upload_status",
+                "files_upload_cancel",
+                "metrics"
+            ]
         );
         let streamed: Vec<_> = ENDPOINTS.iter().filter(|e| e.streamed_body).map(|e| e.id).collect();
         assert_eq!(streamed, ["files_content_write", "envd_files_write", "envd_process_stream_input"]);
@@ -1080,6 +1092,6 @@ mod tests {
         let anonymous: Vec<_> = ENDPOINTS.iter().filter(|e| !e.auth_required).map(|e| e.id).collect();
         assert_eq!(anonymous, ["health", "envd_health", "code_health"]);
         let core: Vec<_> = ENDPOINTS.iter().filter(|e| e.is_core()).map(|e| e.id).collect();
-        assert_eq!(core, ["health", "capabilities", "capabilities_check", "envd_health", "code_health"]);
+        assert_eq!(core, ["health", "capabilities", "capabilities_check", "openapi", "envd_health", "code_health"]);
     }
 }

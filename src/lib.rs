@@ -52,6 +52,8 @@
 //! - [`envd`]: the envd data plane's domain (tokens, users, entries,
 //!   watchers) for the `e2b` SDK's Connect protocol; `http::envd` serves it
 //!   on its own port (no axum in the domain).
+//! - [`openapi`]: the API port's OpenAPI 3.1 document, from the endpoint
+//!   table and the wire types' JSON Schemas (served at `/openapi.json`).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`code`]: code execution: stateful contexts of the code-interpreter
@@ -111,6 +113,8 @@ pub mod ids;
 pub mod logging;
 #[cfg(feature = "server")]
 pub mod metrics;
+#[cfg(feature = "server")]
+pub mod openapi;
 #[cfg(feature = "server")]
 pub mod policy;
 #[cfg(feature = "server")]

@@ -12,9 +12,11 @@ use serde_json::Value;
 /// As the reference, `command` is split shell-style into argv and run
 /// without a shell; `shell: true` (ours) runs it with `/bin/sh -c` instead.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ExecRequest {
     /// The command line (a missing or non-string value reads as empty).
     #[serde(default, deserialize_with = "lenient_string")]
+    #[cfg_attr(feature = "openapi", schemars(example = &"echo hello"))]
     pub command: String,
     /// Working directory (default: the base directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +86,7 @@ fn truthy<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// `POST /shell` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ShellResult {
     /// Standard output (invalid UTF-8 replaced).
     pub stdout: String,
@@ -98,6 +101,7 @@ pub struct ShellResult {
 
 /// One server-sent event of `POST /shell/stream`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum ShellEvent {
     /// A line of standard output (without its newline).
@@ -163,6 +167,7 @@ impl ShellEvent {
 
 /// `POST /process/start` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Started {
     /// The process id.
     pub pid: i32,
@@ -172,6 +177,7 @@ pub struct Started {
 
 /// A process the server started (`GET /process/list`, `GET /process/{pid}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ProcessInfo {
     /// The process id.
     pub pid: i32,
@@ -187,6 +193,7 @@ pub struct ProcessInfo {
 
 /// `GET /process/list` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ProcessList {
     /// Running processes, and exited ones for a while after they exit.
     pub processes: Vec<ProcessInfo>,
@@ -194,9 +201,11 @@ pub struct ProcessList {
 
 /// `POST /process/{pid}/signal` body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SignalRequest {
     /// The signal number (an integer or numeric string).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schemars(example = 15))]
     pub signal: Option<Value>,
 }
 
@@ -209,6 +218,7 @@ impl SignalRequest {
 
 /// `POST /process/{pid}/signal` answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SignalResult {
     /// The process id.
     pub pid: i32,
@@ -218,9 +228,11 @@ pub struct SignalResult {
 
 /// `POST /process/{pid}/stdin` body: `data` (text) or `data_base64` (bytes), and/or `eof`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct StdinRequest {
     /// Text to write (UTF-8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schemars(example = &"hello\n"))]
     pub data: Option<Value>,
     /// Bytes to write, base64-encoded; wins over `data`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,6 +244,7 @@ pub struct StdinRequest {
 
 /// `POST /process/{pid}/stdin` answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct StdinResult {
     /// The process id.
     pub pid: i32,
@@ -241,8 +254,21 @@ pub struct StdinResult {
     pub closed: bool,
 }
 
+/// `GET /process/{pid}/output` query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct OutputQuery {
+    /// The cursor: the `next` of the previous answer (default 0, the oldest retained).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Seconds to wait for new output when there is none yet (long polling; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+}
+
 /// One captured chunk of `GET /process/{pid}/output`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct OutputEvent {
     /// Position across both streams; pass `next` as `since` to continue.
     pub seq: u64,
@@ -257,6 +283,7 @@ pub struct OutputEvent {
 
 /// `GET /process/{pid}/output` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ProcessOutput {
     /// The process id.
     pub pid: i32,

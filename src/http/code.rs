@@ -6,13 +6,12 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::code::{CodeRunResult, GitDiff, GitStatus};
+use crate::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};
 use crate::code::git::{self, GitError};
 use crate::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
 use crate::endpoints::{Limit, Param};
@@ -80,14 +79,6 @@ fn requested_timeout(raw: Option<&Value>) -> u64 {
         Some(s) if s > 0 => u64::try_from(s).unwrap_or(MAX_TIMEOUT_SECONDS).min(MAX_TIMEOUT_SECONDS),
         _ => DEFAULT_TIMEOUT_SECONDS,
     }
-}
-
-/// Query of the git endpoints.
-#[derive(Debug, Default, Deserialize)]
-pub struct GitQuery {
-    path: Option<String>,
-    staged: Option<String>,
-    file: Option<String>,
 }
 
 /// `GET /git/status`: branch and changed files.

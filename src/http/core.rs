@@ -1,6 +1,9 @@
-//! Handlers of the core group: `GET /health`, `GET /capabilities`, `POST /capabilities/check`.
+//! Handlers of the core group: `GET /health`, `GET /capabilities`, `POST
+//! /capabilities/check`, and the extension `GET /openapi.json`.
 
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::Json;
 
 use super::error::ApiError;
@@ -36,4 +39,9 @@ pub async fn check(
     };
     let paths: Vec<String> = body.path.into_iter().chain(body.paths.unwrap_or_default()).collect();
     Ok(Json(app.engine.check(grant.identity(), &body.endpoint, &paths, op, &|ep| app.served(ep))))
+}
+
+/// `GET /openapi.json`: this port's OpenAPI document (built on the first call, then kept).
+pub async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], crate::openapi::document())
 }

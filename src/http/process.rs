@@ -14,15 +14,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
 use nix::sys::signal::Signal;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
 use crate::api::process::{
-    ExecRequest, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest, SignalResult,
-    Started, StdinRequest, StdinResult,
+    ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest,
+    SignalResult, Started, StdinRequest, StdinResult,
 };
 use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
@@ -217,13 +216,6 @@ pub async fn stdin(
     let pid = parse_pid(&raw)?;
     let written = app.processes.write_stdin(pid, body, &viewer(&grant)).await;
     written.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
-}
-
-/// Query of `GET /process/{pid}/output`.
-#[derive(Debug, Deserialize)]
-pub struct OutputQuery {
-    since: Option<String>,
-    wait: Option<String>,
 }
 
 /// `GET /process/{pid}/output?since=&wait=`: captured output from a cursor, long-polling.

@@ -17,6 +17,7 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "health" => bind(endpoint, core::health),
         "capabilities" => bind(endpoint, core::capabilities),
         "capabilities_check" => bind(endpoint, core::check),
+        "openapi" => bind(endpoint, core::openapi),
         "shell" => bind(endpoint, process::shell),
         "shell_stream" => bind(endpoint, process::shell_stream),
         "process_start" => bind(endpoint, process::start),

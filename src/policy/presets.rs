@@ -92,7 +92,7 @@ mod tests {
         rules.iter().find(|r| r.endpoint.id == id).expect("endpoint")
     }
 
-    const CORE: [&str; 3] = ["health", "capabilities", "capabilities_check"];
+    const CORE: [&str; 4] = ["health", "capabilities", "capabilities_check", "openapi"];
 
     #[test]
     fn default_is_the_built_in_policy() {
@@ -100,8 +100,8 @@ mod tests {
         let none = compiled(json!({}), &[]);
         assert_eq!(enabled(&preset), enabled(&none));
         let on_api = enabled(&preset).into_iter().filter(|id| !id.starts_with("envd_") && !id.starts_with("code_"));
-        assert_eq!(on_api.count(), 40, "every group but the opt-in ones, and /metrics");
-        assert_eq!(enabled(&preset).len(), 40 + 23 + 6, "and every route of the envd and code ports");
+        assert_eq!(on_api.count(), 41, "every group but the opt-in ones, /openapi.json and /metrics");
+        assert_eq!(enabled(&preset).len(), 41 + 23 + 6, "and every route of the envd and code ports");
     }
 
     #[test]
