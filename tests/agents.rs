@@ -420,6 +420,8 @@ async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
 }
 
 #[tokio::test]
+// A test process without the daemon's reaper: waiting on its own child is fine.
+#[allow(clippy::disallowed_methods)]
 async fn a_bad_agents_option_stops_the_server_naming_it() {
     let run = |env: (&str, &str)| {
         std::process::Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"))
