@@ -89,8 +89,14 @@ async fn wrong_types_malformed_and_oversize_bodies_are_refused_before_any_turn()
         (json!({"model": "command", "input": "x", "metadata": []}), "metadata"),
         (json!({"model": "command", "input": "x", "tools": {}}), "tools"),
         (json!({"model": "command", "input": "x", "nonsense": true}), "nonsense"),
-        (json!({"model": "command", "input": [{"role": "user", "content": [{"type": "input_text", "text": 3}]}]}), "input[0].content[0].text"),
-        (json!({"model": "command", "input": "x", "tools": [{"type": "mcp", "server_label": "a", "server_url": "ftp://h"}]}), "tools[0].server_url"),
+        (
+            json!({"model": "command", "input": [{"role": "user", "content": [{"type": "input_text", "text": 3}]}]}),
+            "input[0].content[0].text",
+        ),
+        (
+            json!({"model": "command", "input": "x", "tools": [{"type": "mcp", "server_label": "a", "server_url": "ftp://h"}]}),
+            "tools[0].server_url",
+        ),
     ] {
         let reply = call(&server, "POST", "/v1/responses", Some(body.clone())).await;
         assert_openai_error(&reply, 400, "invalid_request", Some(param));
