@@ -59,6 +59,21 @@ pub fn json_str(s: &str) -> String {
     out
 }
 
+/// `json.dumps` of a value with Python's defaults: `", "` and `": "` as
+/// separators, `ensure_ascii`, floats as Python writes them.
+pub fn json_dumps(value: &Value) -> String {
+    match value {
+        Value::String(s) => json_str(s),
+        Value::Array(items) => format!("[{}]", items.iter().map(json_dumps).collect::<Vec<_>>().join(", ")),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter().map(|(k, v)| format!("{}: {}", json_str(k), json_dumps(v))).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), float_repr),
+        other => other.to_string(),
+    }
+}
+
 /// Python's `repr` of a JSON-decoded value (`None`, `True`, `[1, 'a']`, `{'k': 1.0}`).
 pub fn repr(value: &Value) -> String {
     match value {
@@ -240,6 +255,14 @@ mod tests {
         assert_eq!(
             str_of(&json!([1, "a", {"k": null}, 1.0, 1e20, 1e-5, true])),
             "[1, 'a', {'k': None}, 1.0, 1e+20, 1e-05, True]"
+        );
+    }
+
+    #[test]
+    fn json_values_are_dumped_as_pythons_json_dumps() {
+        assert_eq!(
+            json_dumps(&json!({"a": [1, 2.5, null], "b": "\u{e9}"})),
+            "{\"a\": [1, 2.5, null], \"b\": \"\\u00e9\"}"
         );
     }
 

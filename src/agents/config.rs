@@ -18,6 +18,7 @@
 //! | `agents_turn_timeout_seconds` (ours) | 1800 | wall-clock limit of a turn |
 //! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
 //! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
+//! | `agents_responses_workspace` | `/workspace` | working directory of `/v1/responses` turns |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,6 +59,8 @@ pub struct AgentsConfig {
     pub file: Option<PathBuf>,
     /// The limits the options set, which the JSON file does not override.
     pub set_limits: SetLimits,
+    /// The working directory of `/v1/responses` turns.
+    pub responses_workspace: String,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -88,6 +91,7 @@ impl Default for AgentsConfig {
             kill_grace: Duration::from_secs(3),
             file: None,
             set_limits: SetLimits::default(),
+            responses_workspace: "/workspace".into(),
         }
     }
 }
@@ -137,6 +141,9 @@ impl AgentsConfig {
         }
         if let Some(d) = positive_seconds("agents_idle_timeout_seconds", o.agents_idle_timeout_seconds)? {
             (config.limits.idle_timeout, config.set_limits.idle_timeout) = (d, true);
+        }
+        if let Some(dir) = o.agents_responses_workspace.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            config.responses_workspace = dir.to_string();
         }
         match o.agents_max_output_bytes {
             Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),

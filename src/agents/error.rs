@@ -37,6 +37,13 @@ pub enum AgentError {
         /// Names the runtime and points at `GET /v1/agents/runtimes`.
         message: String,
     },
+    /// An operation with no local capability (input token counts, model
+    /// deletion, executor registration): refused as not found, never retried.
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// No model of that id is listed.
+    #[error("the model {} does not exist", repr_str(.0))]
+    ModelNotFound(String),
     /// A list's `after` cursor names no object of the list.
     #[error("after cursor not found")]
     CursorNotFound,

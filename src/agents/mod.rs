@@ -36,6 +36,7 @@ pub mod log;
 pub mod parsed;
 pub mod procenv;
 pub mod redact;
+pub mod responses;
 pub mod runner;
 pub mod runtime;
 pub mod runtimes;

@@ -55,6 +55,8 @@ pub struct Agents {
     persistent: bool,
     _scratch: Option<tempfile::TempDir>,
     pub(crate) runtimes: RuntimeCache,
+    /// When it started (seconds since the epoch): the `created` of the runtimes as models.
+    pub started_at: f64,
 }
 
 impl Agents {
@@ -84,6 +86,7 @@ impl Agents {
             persistent,
             _scratch: scratch,
             runtimes: RuntimeCache::default(),
+            started_at: super::turn::now(),
         };
         if agents.persistent {
             let dir = agents.sessions_dir.clone();

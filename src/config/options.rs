@@ -187,6 +187,9 @@ options! {
         /// Agents group: standard output a turn's CLI may print [default: 8388608].
         #[arg(long, env = "ABX_AGENTS_MAX_OUTPUT_BYTES", value_name = "BYTES")]
         pub agents_max_output_bytes: Option<u64>,
+        /// Agents group: the working directory of `/v1/responses` turns [default: /workspace].
+        #[arg(long, env = "ABX_AGENTS_RESPONSES_WORKSPACE", value_name = "DIR")]
+        pub agents_responses_workspace: Option<String>,
     }
 }
 

@@ -70,7 +70,7 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
     Some(route)
 }
 
-/// The agents group's handlers (part 1); every answer carries `X-Agent-Sandbox-Local: 1`.
+/// The agents group's handlers; every answer carries `X-Agent-Sandbox-Local: 1`.
 fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
     let route = match endpoint.id {
         "agents_sessions_create" => bind(endpoint, agents::sessions_create),
@@ -96,6 +96,19 @@ fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "agents_subagents_turns_get" => bind(endpoint, agents::subagent_turn_get),
         "agents_subagents_turns_items_list" => bind(endpoint, agents::subagent_turn_items),
         "agents_runtimes_list" => bind(endpoint, agents::runtimes_list),
+        "agents_responses_create" => bind(endpoint, agents::responses_create),
+        "agents_responses_connect" => bind(endpoint, agents::responses_connect),
+        "agents_responses_compact" => bind(endpoint, agents::responses_compact),
+        "agents_responses_get" => bind(endpoint, agents::responses_get),
+        "agents_responses_delete" => bind(endpoint, agents::responses_delete),
+        "agents_responses_cancel" => bind(endpoint, agents::responses_cancel),
+        "agents_responses_input_items" => bind(endpoint, agents::responses_input_items),
+        "agents_cannot_responses_input_tokens" => bind(endpoint, agents::cannot_input_tokens),
+        "agents_models_list" => bind(endpoint, agents::models_list),
+        "agents_models_get" => bind(endpoint, agents::models_get),
+        "agents_cannot_models_delete" => bind(endpoint, agents::cannot_model_delete),
+        "agents_cannot_executor_registration" => bind(endpoint, agents::cannot_executor_registration),
+        "agents_cannot_executor_channel" => bind(endpoint, agents::cannot_executor_channel),
         _ => return None,
     };
     Some(route.layer(axum::middleware::map_response(agents::local_header)))

@@ -9,10 +9,13 @@
 //! - [`events`]: the server-sent events of a session's stream.
 //! - [`traces`], [`subagents`]: traces and subagent detail.
 //! - [`requests`], [`tools`]: request bodies read into domain values.
+//! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
 
 pub mod events;
 pub mod objects;
 pub mod requests;
+pub mod response_events;
+pub mod responses;
 pub mod subagents;
 pub mod tools;
 pub mod traces;

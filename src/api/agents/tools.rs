@@ -51,7 +51,7 @@ fn valid_label(label: &str) -> bool {
 }
 
 /// Admits an `http(s)` URL without credentials, query or fragment.
-fn url_check(url: Option<&Value>, field: &str) -> Result<String, AgentError> {
+pub(super) fn url_check(url: Option<&Value>, field: &str) -> Result<String, AgentError> {
     let Some(raw) = url.and_then(Value::as_str).filter(|u| !u.is_empty()) else {
         return Err(AgentError::invalid(format!("{field}: expected a URL string"), field));
     };

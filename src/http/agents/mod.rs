@@ -1,11 +1,14 @@
-//! The agents group's HTTP edge (part 1: sessions, events, turns, items,
-//! artifacts, traces, subagents, runtimes). Handlers read the request into
+//! The agents group's HTTP edge (sessions, events, turns, items,
+//! artifacts, traces, subagents, runtimes; responses and models). Handlers read the request into
 //! domain values (`api::agents::requests`), call the runtime (`agents`) and
 //! write wire objects (`api::agents`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
 //! a request, and the `X-Agent-Sandbox-Local` layer.
 
 mod artifacts;
+mod models;
+mod response_stream;
+mod responses;
 mod runtimes;
 mod sessions;
 mod stream;
@@ -13,6 +16,14 @@ mod subagents;
 mod turns;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
+pub use self::models::{
+    cannot_executor_channel, cannot_executor_registration, cannot_input_tokens, cannot_model_delete, models_get,
+    models_list,
+};
+pub use self::responses::{
+    responses_cancel, responses_compact, responses_connect, responses_create, responses_delete, responses_get,
+    responses_input_items,
+};
 pub use self::runtimes::runtimes_list;
 pub use self::sessions::{
     events_create, sessions_create, sessions_delete, sessions_get, sessions_list, sessions_update,
@@ -65,6 +76,14 @@ impl IntoResponse for AgentsError {
                     "agents.not_implemented_locally",
                     Some(label),
                 )
+            }
+            AgentError::Unavailable(_) => {
+                let label = Label::new("none", &["not_implemented_locally"])
+                    .with("runtimes", crate::agents::runtime::RUNTIMES_PATH);
+                (StatusCode::NOT_FOUND, "not_found_error", None, "agents.not_implemented_locally", Some(label))
+            }
+            AgentError::ModelNotFound(_) => {
+                (StatusCode::NOT_FOUND, "not_found_error", Some("model".into()), "model_not_found", None)
             }
             AgentError::CursorNotFound => {
                 (StatusCode::NOT_FOUND, "not_found_error", Some("after".into()), "agents.cursor_not_found", None)
