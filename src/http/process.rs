@@ -70,7 +70,12 @@ fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
 /// Checks and builds the command. Its file-system checks are a few `stat`s
 /// of local paths, done inline as `tokio::process` resolves programs; a
 /// `user` lookup may ask a remote user database, so it runs on the blocking pool.
-async fn prepared(app: &AppState, grant: &Grant, request: ExecRequest, kind: ExecKind) -> Result<ExecSpec, ApiError> {
+pub(crate) async fn prepared(
+    app: &AppState,
+    grant: &Grant,
+    request: ExecRequest,
+    kind: ExecKind,
+) -> Result<ExecSpec, ApiError> {
     let id = grant.endpoint().id;
     if request.user.is_none() {
         return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
