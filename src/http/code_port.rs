@@ -93,6 +93,11 @@ impl TextError {
     pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
         TextError(status, text.into())
     }
+
+    /// Its status and text (what an MCP tool error shows).
+    pub fn parts(&self) -> (StatusCode, &str) {
+        (self.0, &self.1)
+    }
 }
 
 impl IntoResponse for TextError {
@@ -129,7 +134,7 @@ impl From<CodeError> for TextError {
 /// An interpreter runs any program its code asks for, as a shell does: while
 /// the policy restricts commands (`allow_commands`, `deny_commands` of
 /// `process_start`), code execution is refused like a shell is.
-fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
+pub(crate) fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
     let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
     if restricted {
         let message = "Code execution is not permitted while the policy restricts commands";
@@ -178,7 +183,7 @@ fn ndjson(
     })
 }
 
-async fn create(
+pub(crate) async fn create(
     State(state): State<CodeState>,
     grant: Grant,
     Payload(request): Payload<CreateContextRequest>,
@@ -192,11 +197,15 @@ async fn create(
     Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref()).await?))
 }
 
-async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
+pub(crate) async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
     Json(state.code.list())
 }
 
-async fn restart(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
+pub(crate) async fn restart(
+    State(state): State<CodeState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<()>, TextError> {
     commands_unrestricted(&grant)?;
     state.code.restart(&id).await?;
     Ok(Json(()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from contextlib import asynccontextmanager
 
@@ -22,7 +23,8 @@ from conftest import TOKEN
 
 TOOLS = {
     "read", "write", "edit", "list", "stat", "find", "grep", "move", "delete", "mkdir",
-    "run", "start", "output", "stdin", "signal", "processes", "system_info", "system_metrics",
+    "run", "start", "output", "stdin", "signal", "processes",
+    "run_code", "code_contexts", "code_context_create", "code_context_restart", "system_info", "system_metrics",
 }
 READ_ONLY_TOOLS = {"read", "list", "stat", "find", "grep", "system_info", "system_metrics"}
 
@@ -138,6 +140,33 @@ def test_process_tools(server):
             info = body(await s.call_tool("system_info", {}))
             assert info["cpu_count"] >= 1
             assert body(await s.call_tool("system_metrics", {}))["cpu_load_1m"] >= 0
+
+    run(main)
+
+
+def test_code_tools_keep_state_and_return_figures_as_images(make_server):
+    srv = make_server(args=("--code-python", sys.executable))
+
+    async def main():
+        async with session(srv) as s:
+            first = await s.call_tool("run_code", {"code": "x = 6 * 7\nprint('hi')\nx"})
+            assert [c.text for c in first.content] == ["hi\n", "42"]
+            assert (await s.call_tool("run_code", {"code": "x + 1"})).content[0].text == "43"
+            failed = await s.call_tool("run_code", {"code": "1 / 0"})
+            assert failed.is_error and "ZeroDivisionError" in failed.content[-1].text
+            figure = "import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.show()"
+            shown = (await s.call_tool("run_code", {"code": figure})).content
+            assert [(c.type, getattr(c, "mime_type", None)) for c in shown] == [("image", "image/png")]
+            (srv.base / "work").mkdir()
+            created = body(await s.call_tool("code_context_create", {"language": "python", "cwd": "work"}))
+            assert created["cwd"] == str(srv.base / "work")
+            ran = await s.call_tool("run_code", {"code": "import os\ny = 1\nos.getcwd()", "context_id": created["id"]})
+            assert ran.content[0].text == str(srv.base / "work")
+            ids = [c["id"] for c in body(await s.call_tool("code_contexts", {}))["contexts"]]
+            assert created["id"] in ids
+            assert not (await s.call_tool("code_context_restart", {"context_id": created["id"]})).is_error
+            gone = await s.call_tool("run_code", {"code": "y", "context_id": created["id"]})
+            assert gone.is_error and "NameError" in gone.content[-1].text
 
     run(main)
 

@@ -17,9 +17,10 @@
 //!
 //! Layout: [`server`] (the protocol handler: listing, dispatch, admission),
 //! [`tools`] (each tool's description, schema and endpoint), `files.rs`,
-//! `process.rs`, `system.rs` (the tools' bodies: thin calls into the
+//! `process.rs`, `code.rs`, `system.rs` (the tools' bodies: thin calls into the
 //! handlers and domain modules of their endpoints), [`resources`].
 
+mod code;
 mod files;
 mod process;
 pub mod resources;

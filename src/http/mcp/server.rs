@@ -152,11 +152,12 @@ impl From<Result<CallToolResult, ApiError>> for Outcome {
     }
 }
 
-/// Whether the caller's policy allows `tool` (its endpoint, and its second one).
+/// Whether this server serves `tool` (the code tools need the code port)
+/// and the caller's policy allows it (its endpoint, and its second one).
 pub fn allowed(app: &AppState, identity: &Identity, tool: &Tool) -> bool {
     tool.endpoints().all(|endpoint| {
         let rule = app.engine.rule(endpoint);
-        rule.enabled && identity.missing(&rule.scopes).is_none()
+        app.served(endpoint) && rule.enabled && identity.missing(&rule.scopes).is_none()
     })
 }
 

@@ -10,7 +10,7 @@ use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
 
 use super::server::{Ctx, Outcome};
-use super::{files, process, system};
+use super::{code, files, process, system};
 use crate::endpoints::{self, Endpoint};
 
 /// One tool.
@@ -75,6 +75,10 @@ pub async fn call(tool: &Tool, ctx: &Ctx<'_>, arguments: Map<String, Value>) -> 
         "stdin" => process::stdin(ctx, arguments).await?,
         "signal" => process::signal(ctx, arguments).await?,
         "processes" => process::list(ctx, arguments).await?,
+        "run_code" => code::run(ctx, arguments).await?,
+        "code_contexts" => code::list(ctx, arguments).await?,
+        "code_context_create" => code::create(ctx, arguments).await?,
+        "code_context_restart" => code::restart(ctx, arguments).await?,
         "system_info" => system::info(ctx, arguments).await?,
         "system_metrics" => system::metrics(ctx, arguments).await?,
         _ => return Err(ErrorData::invalid_params(format!("Unknown tool: {}", tool.name), None)),
@@ -279,6 +283,41 @@ pub static TOOLS: &[Tool] = &[
     tool("processes", "process_list", true, "Background processes this server started, with their state.", || {
         (json!({}), &[])
     }),
+    tool(
+        "run_code",
+        "code_execute",
+        false,
+        "Run code in a stateful context (variables persist between calls): python (default), \
+         javascript, typescript, r, java or bash. Without context_id the language's default context \
+         is used. Text and data come back as text, figures as images; an exception is a tool error \
+         with its traceback. Output is cut at 64 KiB per stream.",
+        || {
+            let p = json!({
+                "code": {"type": "string"},
+                "language": {"type": "string", "description": "Not with context_id."},
+                "context_id": {"type": "string"},
+                "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds; interrupts the execution."}
+            });
+            (p, &["code"])
+        },
+    ),
+    tool("code_contexts", "code_contexts_list", true, "The live code contexts (id, language, cwd).", || {
+        (json!({}), &[])
+    }),
+    tool(
+        "code_context_create",
+        "code_contexts_create",
+        false,
+        "Start a new code context (its own interpreter) in a working directory; returns its id.",
+        || (json!({"language": {"type": "string"}, "cwd": {"type": "string"}}), &[]),
+    ),
+    tool(
+        "code_context_restart",
+        "code_contexts_restart",
+        false,
+        "Restart a code context's interpreter, clearing its state.",
+        || (json!({"context_id": {"type": "string"}}), &["context_id"]),
+    ),
     tool("system_info", "system_info", true, "Operating system, CPU, memory and disk of the sandbox.", || {
         (json!({}), &[])
     }),
