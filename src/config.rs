@@ -171,6 +171,24 @@ pub struct ServeArgs {
     /// fdatasync every uploaded file before putting it in place [default: false].
     #[arg(long, env = "ABX_SERVER_SYNC_WRITES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub sync_writes: Option<bool>,
+    /// Largest inflated/compressed size ratio of a gzip upload body; 0 no limit [default: 100].
+    #[arg(long, env = "ABX_SERVER_MAX_INFLATE_RATIO", value_name = "RATIO")]
+    pub max_inflate_ratio: Option<u64>,
+    /// Directory watches open at once, on every port together [default: 128].
+    #[arg(long, env = "ABX_SERVER_MAX_WATCHES", value_name = "N")]
+    pub max_watches: Option<usize>,
+    /// Seconds a client has to send a request's head [default: 15].
+    #[arg(long, env = "ABX_SERVER_HEADER_READ_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub header_read_timeout_seconds: Option<f64>,
+    /// Seconds a kept-alive connection may wait for its next request [default: 60].
+    #[arg(long, env = "ABX_SERVER_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+    pub idle_timeout_seconds: Option<f64>,
+    /// Open connections per port [default: an eighth of the descriptor limit, 32 to 4096].
+    #[arg(long, env = "ABX_SERVER_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Of those, the last kept for /health and authenticated callers [default: an eighth].
+    #[arg(long, env = "ABX_SERVER_CONNECTION_RESERVE", value_name = "N")]
+    pub connection_reserve: Option<usize>,
     /// Serve `GET /metrics` without credentials (a `locked` policy still switches it off) [default: false].
     #[arg(long, env = "ABX_SERVER_METRICS_ANONYMOUS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_anonymous: Option<bool>,
@@ -231,6 +249,18 @@ pub struct FileConfig {
     pub code_java: Option<String>,
     /// Whether uploads are flushed to disk before they are put in place.
     pub sync_writes: Option<bool>,
+    /// Largest inflated/compressed size ratio of a gzip upload body (0: none).
+    pub max_inflate_ratio: Option<u64>,
+    /// Directory watches open at once.
+    pub max_watches: Option<usize>,
+    /// Seconds a client has to send a request's head.
+    pub header_read_timeout_seconds: Option<f64>,
+    /// Seconds a kept-alive connection may wait for its next request.
+    pub idle_timeout_seconds: Option<f64>,
+    /// Open connections per port.
+    pub max_connections: Option<usize>,
+    /// Connections kept for /health and authenticated callers.
+    pub connection_reserve: Option<usize>,
     /// Browser program (a path, or a name on `PATH`).
     pub browser_path: Option<String>,
     /// Seconds without browser calls before the browser is closed (0: never).
@@ -327,6 +357,12 @@ pub struct Config {
     pub envd_port: Option<u16>,
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
+    /// What gzip upload bodies may inflate to.
+    pub inflate: crate::fs::inflate::Limits,
+    /// Bounds of the daemon's shared inotify instance.
+    pub watches: crate::fs::inotify::Limits,
+    /// Connection timeouts and limits of every port.
+    pub connections: crate::http::listener::ConnectionLimits,
     /// How the browser group runs its browser.
     pub browser: crate::browser::BrowserSettings,
 }
@@ -357,6 +393,7 @@ impl Config {
 
     fn merge(args: ServeArgs, file: FileConfig, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&args, &file)?;
+        let connections = connection_limits(&args, &file)?;
         let commands = Registry::from_specs(&file.commands).map_err(ConfigError::Invalid)?;
         let host = args.host.or(file.host).unwrap_or_else(|| "0.0.0.0".into());
         let (base_dir, base_dir_source) = match args.base_dir.or(file.base_dir) {
@@ -430,6 +467,19 @@ impl Config {
             metrics_anonymous: args.metrics_anonymous.or(file.metrics_anonymous).unwrap_or(false),
             envd_port_configured: args.envd_port.or(file.envd_port).is_some(),
             envd_port: args.envd_port.or(file.envd_port).unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
+            inflate: crate::fs::inflate::Limits {
+                max_ratio: match args.max_inflate_ratio.or(file.max_inflate_ratio) {
+                    None => Some(crate::fs::inflate::DEFAULT_MAX_RATIO),
+                    Some(0) => None,
+                    Some(ratio) => Some(ratio),
+                },
+            },
+            watches: match args.max_watches.or(file.max_watches) {
+                None => crate::fs::inotify::Limits::default(),
+                Some(0) => return Err(ConfigError::Invalid("max_watches must be at least 1".into())),
+                Some(n) => crate::fs::inotify::Limits { max_watches: n, ..crate::fs::inotify::Limits::default() },
+            },
+            connections,
             browser,
         })
     }
@@ -438,6 +488,19 @@ impl Config {
     pub fn is_loopback(&self) -> bool {
         self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
+}
+
+fn connection_limits(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<crate::http::listener::ConnectionLimits, ConfigError> {
+    crate::http::listener::ConnectionLimits::resolve(
+        args.header_read_timeout_seconds.or(file.header_read_timeout_seconds),
+        args.idle_timeout_seconds.or(file.idle_timeout_seconds),
+        args.max_connections.or(file.max_connections),
+        args.connection_reserve.or(file.connection_reserve),
+    )
+    .map_err(ConfigError::Invalid)
 }
 
 fn terminal_settings(args: &ServeArgs, file: &FileConfig) -> Result<TerminalSettings, ConfigError> {
@@ -588,6 +651,12 @@ mod tests {
             "code_r",
             "code_java",
             "sync_writes",
+            "max_inflate_ratio",
+            "max_watches",
+            "header_read_timeout_seconds",
+            "idle_timeout_seconds",
+            "max_connections",
+            "connection_reserve",
             "browser_path",
             "browser_idle_timeout_seconds",
             "metrics_anonymous",
@@ -657,6 +726,28 @@ mod tests {
         let args = ServeArgs { envd_port: Some("0".parse().expect("port")), ..ServeArgs::default() };
         let config = Config::merge(args, parse_file("envd_port = 1234").expect("valid"), None).expect("ok");
         assert_eq!((config.envd_port, config.envd_port_configured), (Some(0), true));
+    }
+
+    #[test]
+    fn connection_limits_are_merged_and_checked() {
+        let args =
+            ServeArgs { max_connections: Some(100), header_read_timeout_seconds: Some(2.5), ..ServeArgs::default() };
+        let file =
+            parse_file("max_connections = 7\nconnection_reserve = 10\nidle_timeout_seconds = 5\n").expect("valid");
+        let config = Config::merge(args, file, None).expect("valid");
+        let limits = config.connections;
+        assert_eq!((limits.max_connections, limits.reserve), (100, 10), "the flag beats the file");
+        assert_eq!(
+            (limits.header_read_timeout, limits.idle_timeout),
+            (Duration::from_millis(2500), Duration::from_secs(5))
+        );
+        let defaults = Config::merge(ServeArgs::default(), FileConfig::default(), None).expect("valid").connections;
+        assert_eq!(defaults.reserve, (defaults.max_connections / 8).max(1));
+        assert!((32..=4096).contains(&defaults.max_connections));
+        let bad = FileConfig { max_connections: Some(4), connection_reserve: Some(4), ..FileConfig::default() };
+        assert!(Config::merge(ServeArgs::default(), bad, None).is_err(), "no place left outside the reserve");
+        let bad = FileConfig { idle_timeout_seconds: Some(0.0), ..FileConfig::default() };
+        assert!(Config::merge(ServeArgs::default(), bad, None).is_err());
     }
 
     #[test]

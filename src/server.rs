@@ -115,9 +115,20 @@ pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
         base_dir: config.base_dir.clone(),
         base_dir_explicit: config.base_dir_source == BaseDirSource::Configured,
         enabled_groups: config.enabled_groups.clone(),
-        server_token: std::env::var(policy::TOKEN_ENV).ok(),
+        server_token: policy::secret::from_env(policy::TOKEN_ENV)?,
         document,
     })
+}
+
+/// Makes the daemon's own process unreadable to its children: with
+/// `PR_SET_DUMPABLE` off, `/proc/<daemon>/environ` and `/mem` (where the
+/// tokens are) need `CAP_SYS_PTRACE`, which a sandbox's processes lack. The
+/// daemon still reads its own `/proc/self`; every child gets the usual
+/// setting back when it `exec`s.
+fn forbid_inspection() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "cannot make the daemon undumpable; children may read its environment");
+    }
 }
 
 /// Builds the engine, binds the listeners and starts serving.
@@ -149,6 +160,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => {}
     }
+    forbid_inspection();
+    crate::fs::inotify::configure(config.watches);
     // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
     crate::process::supervisor();
     crate::process::reaper::protect_daemon_from_oom();
@@ -164,7 +177,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .with_browser(config.browser.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
     state.metrics_anonymous = config.metrics_anonymous;
-    state.files = Arc::new(crate::fs::Files::new(config.sync_writes));
+    state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));
     let terminals = Arc::clone(&state.terminals);
     let browser = Arc::clone(&state.browser);
     if !state.commands.is_empty() {
@@ -196,10 +209,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         state = state.serving(Port::Envd);
     }
     let pty_router = http::pty::router(state.clone());
-    let pty = tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), config.shutdown_grace));
+    let grace = config.shutdown_grace;
+    let pty =
+        tokio::spawn(http::serve(pty_listener, pty_router, shutdown.clone(), grace, connections(config, &engine)));
     announce("pty", pty_addr);
     let router = http::router(state);
-    let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    let api = tokio::spawn(http::serve(listener, router, shutdown.clone(), grace, connections(config, &engine)));
     announce("api", api_addr);
     Ok(Running {
         api_addr,
@@ -219,6 +234,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 
 type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
 
+/// The connection bounds of a port whose callers authenticate with the policy's tokens.
+fn connections(config: &Config, engine: &Arc<PolicyEngine>) -> http::listener::Connections {
+    let priority = http::listener::priority(Arc::clone(engine));
+    http::listener::Connections { limits: config.connections, priority }
+}
+
 /// Starts the code-interpreter listener, unless it is off. A default port
 /// that is taken is logged and skipped (another code interpreter may own
 /// it); a configured one must be bound.
@@ -233,8 +254,10 @@ async fn start_code(
         return Ok(None);
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
+    let connections = connections(config, &state.engine);
     let state = CodeState { app: state.clone(), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
-    let task = tokio::spawn(http::serve(listener, code_port::router(state), shutdown.clone(), config.shutdown_grace));
+    let router = code_port::router(state);
+    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("code", addr);
     Ok(Some((addr, task)))
 }
@@ -255,8 +278,9 @@ async fn start_envd(
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let scrollback = config.terminals.scrollback_bytes;
     let envd = Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let connections = connections(config, &state.engine);
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
-    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace));
+    let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("envd", addr);
     Ok(Some((addr, task)))
 }

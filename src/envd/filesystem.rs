@@ -2,9 +2,6 @@
 //! functions (run them on the blocking pool) from a guard and the caller's
 //! paths to envd's answers and errors.
 
-use nix::fcntl::AtFlags;
-use nix::unistd::{fchownat, Gid, Uid};
-
 use super::entry::{self, resolve_link};
 use super::{Account, EnvdError};
 use crate::api::envd::filesystem::EntryInfo;
@@ -49,8 +46,7 @@ pub fn make_dir(guard: &PathGuard, raw: &str, account: Option<&Account>) -> Resu
         }
         None => {}
     }
-    ops::mkdir(guard, &target).map_err(not_a_directory)?;
-    give_to(account, &target.path);
+    safe::create_dirs_for(guard, &target, Op::Write, owner_of(account)).map_err(not_a_directory)?;
     entry::entry(guard, &target)
 }
 
@@ -85,13 +81,11 @@ pub fn remove(guard: &PathGuard, raw: &str) -> Result<(), EnvdError> {
     }
 }
 
-/// Hands `path` to `account` when the server (as root) acts as another user.
-pub fn give_to(account: Option<&Account>, path: &std::path::Path) {
-    let Some(account) = account.filter(|a| a.is_other()) else { return };
-    let owner = (Some(Uid::from_raw(account.uid)), Some(Gid::from_raw(account.gid)));
-    if let Err(e) = fchownat(nix::fcntl::AT_FDCWD, path, owner.0, owner.1, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot give an entry to the request's user");
-    }
+/// Who what a request creates belongs to: its account, when the server
+/// (as root) acts as another user. Ownership is then given through the
+/// descriptors of the new entries, never by path.
+pub fn owner_of(account: Option<&Account>) -> Option<safe::Owner> {
+    account.filter(|a| a.is_other()).map(|a| safe::Owner { uid: a.uid, gid: a.gid })
 }
 
 fn not_a_directory(e: FsError) -> EnvdError {

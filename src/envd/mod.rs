@@ -165,13 +165,19 @@ impl Envd {
     /// `raw` as the path guard takes it: empty is the default working
     /// directory (else the base directory), `~` and `~/...` are below the base directory.
     ///
+    /// Every envd path passes here first, so a path no file system can name
+    /// (a NUL byte, too long) is refused as on the API port, before anything is touched.
+    ///
     /// # Errors
-    /// [`EnvdError::Invalid`] for `~user` paths.
+    /// [`EnvdError::Invalid`] for `~user` paths; `invalid_path` (invalid argument).
     pub fn path(&self, raw: &str) -> Result<String, EnvdError> {
         if raw.is_empty() {
             let workdir = self.defaults.read().unwrap_or_else(PoisonError::into_inner).workdir.clone();
-            return Ok(workdir.unwrap_or_else(|| ".".into()));
+            let workdir = workdir.unwrap_or_else(|| ".".into());
+            crate::policy::paths::check_spelling(&workdir, "")?;
+            return Ok(workdir);
         }
+        crate::policy::paths::check_spelling(raw, "")?;
         match raw.strip_prefix('~') {
             None => Ok(raw.to_string()),
             Some("") => Ok(".".into()),
@@ -201,6 +207,13 @@ mod tests {
         assert_eq!(envd.path("~/a/b").expect("below"), "a/b");
         assert_eq!(envd.path("/abs").expect("abs"), "/abs");
         assert!(envd.path("~root/x").is_err());
+        for bad in ["a\0b", "~/x\0", &"a/".repeat(crate::policy::paths::MAX_PATH_LENGTH)] {
+            let refused = envd.path(bad).map_err(|e| match e {
+                EnvdError::Denied(denial) => denial.code(),
+                other => panic!("{other:?}"),
+            });
+            assert_eq!(refused, Err("invalid_path"), "{bad:?}");
+        }
         envd.init(BTreeMap::new(), None, Some("/w".into())).expect("init");
         assert_eq!(envd.path("").expect("workdir"), "/w");
     }

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{end_event, from_shell, pipe_events, terminal_events};
 use super::EnvdError;
 use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
+use crate::policy::Viewer;
 use crate::process::output::{Capture, Stream as Pipe};
 use crate::process::table::Slot;
 use crate::process::{ExecSpec, Job};
@@ -61,6 +62,8 @@ enum Io {
 /// One process of the registry.
 pub struct Process {
     pid: u32,
+    /// The identity that started it (see [`crate::policy::owner`]).
+    owner: String,
     tag: Option<String>,
     config: ProcessConfig,
     io: Io,
@@ -282,12 +285,13 @@ impl Processes {
     }
 
     /// Starts `spec` (a command that passed the policy) as `options` say,
-    /// holding `held` until it has exited.
+    /// owned by `owner`, holding `held` until it has exited.
     ///
     /// # Errors
     /// [`EnvdError::Invalid`] when it cannot start (as envd).
     pub async fn start(
         self: &Arc<Self>,
+        owner: &Viewer,
         spec: ExecSpec,
         options: StartOptions,
         held: Held,
@@ -299,6 +303,7 @@ impl Processes {
         };
         let process = Arc::new(Process {
             pid,
+            owner: owner.id().to_string(),
             tag: options.tag,
             config: options.config,
             io,
@@ -339,19 +344,22 @@ impl Processes {
             .map_err(|e| EnvdError::Internal(format!("cannot attach the terminal: {e}")))
     }
 
-    /// The process `selector` names: by pid, or the running one with the tag
-    /// (else the latest that had it).
+    /// The process `selector` names among those `viewer` may see: by pid,
+    /// or the running one with the tag (else the latest that had it).
     ///
     /// # Errors
-    /// [`EnvdError::NotFound`].
-    pub fn find(&self, selector: &Selector) -> Result<Arc<Process>, EnvdError> {
+    /// [`EnvdError::NotFound`], for another identity's process too.
+    pub fn find(&self, selector: &Selector, viewer: &Viewer) -> Result<Arc<Process>, EnvdError> {
         let mut table = self.lock();
         prune(&mut table);
         let found = match selector {
-            Selector::Pid(pid) => table.processes.get(pid).cloned(),
+            Selector::Pid(pid) => table.processes.get(pid).filter(|p| viewer.sees(&p.owner)).cloned(),
             Selector::Tag(tag) => {
-                let mut tagged: Vec<&Arc<Process>> =
-                    table.processes.values().filter(|p| p.tag.as_deref() == Some(tag.as_str())).collect();
+                let mut tagged: Vec<&Arc<Process>> = table
+                    .processes
+                    .values()
+                    .filter(|p| p.tag.as_deref() == Some(tag.as_str()) && viewer.sees(&p.owner))
+                    .collect();
                 tagged.sort_by_key(|p| (p.running(), p.pid));
                 tagged.last().map(|p| Arc::clone(p))
             }
@@ -362,10 +370,10 @@ impl Processes {
         })
     }
 
-    /// Processes that have not exited, by pid.
-    pub fn list(&self) -> Vec<ProcessInfo> {
+    /// Processes that have not exited and that `viewer` may see, by pid.
+    pub fn list(&self, viewer: &Viewer) -> Vec<ProcessInfo> {
         let mut running: Vec<ProcessInfo> =
-            self.lock().processes.values().filter(|p| p.alive()).map(|p| p.info()).collect();
+            self.lock().processes.values().filter(|p| p.alive() && viewer.sees(&p.owner)).map(|p| p.info()).collect();
         running.sort_by_key(|p| p.pid);
         running
     }

@@ -41,6 +41,15 @@ pub enum FsError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// A compressed body inflates past the ratio limit; nothing was written.
+    #[error("The gzip body inflates to more than {ratio} times its compressed size; nothing was written")]
+    Inflated {
+        /// The limit.
+        ratio: u64,
+    },
+    /// A bound on watches is reached (or the system's inotify resources are).
+    #[error("{0}")]
+    TooManyWatches(String),
     /// The disk (or the quota) is full; nothing was written.
     #[error("No space left on the device while writing {}; nothing was written", .0.display())]
     NoSpace(PathBuf),
@@ -85,6 +94,17 @@ impl From<tokio::task::JoinError> for FsError {
 }
 
 impl FsError {
+    /// What a failed request body means for an upload: a refused or corrupt
+    /// compressed body says so; anything else is a body that ended early.
+    pub fn from_body(error: &(dyn std::error::Error + 'static)) -> Self {
+        use super::inflate::InflateError;
+        match InflateError::find(error) {
+            Some(InflateError::Ratio { ratio }) => FsError::Inflated { ratio: *ratio },
+            Some(corrupt @ InflateError::Corrupt(_)) => FsError::Invalid(corrupt.to_string()),
+            Some(InflateError::Body(_)) | None => FsError::Interrupted,
+        }
+    }
+
     /// An unexpected error while doing `context`.
     pub fn internal(context: impl Into<String>, source: io::Error) -> Self {
         FsError::Internal { context: context.into(), source }

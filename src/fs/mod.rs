@@ -19,16 +19,20 @@
 //! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
 //!   place); [`upload`]: streamed and resumable uploads ([`Files`]);
 //!   [`b64`]: base64 of the JSON transfers, SIMD, decoded as it arrives.
+//! - [`inflate`]: gzip upload bodies inflated in bounded steps, within a ratio.
 //! - [`read`]: streamed reads, ranges, and the base64 JSON body;
 //!   [`chunks`]: a file as a stream of pooled chunks, read from the page
 //!   cache on the runtime when it can be.
 //! - [`archive`]: tar.gz and zip archives built in a temp file.
-//! - [`watch`]: inotify-driven change events.
+//! - [`watch`]: inotify-driven change events; [`inotify`]: the daemon's one
+//!   inotify instance, shared by every watch, with bounds.
 
 pub mod archive;
 pub mod b64;
 pub mod chunks;
 mod error;
+pub mod inflate;
+pub mod inotify;
 pub mod list;
 pub mod meta;
 pub mod ops;

@@ -11,7 +11,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::meta::{Kind, Stat};
 use super::safe::{self, dir_flags, root_untouchable, Resolved};
-use super::walk::{walk, Flow};
+use super::walk::{walk_whole, Flow};
 use super::write::{AtomicFile, Writes};
 use super::FsError;
 use crate::policy::{Denial, Op, PathGuard};
@@ -96,31 +96,36 @@ pub fn rename(
     }
 }
 
-/// Refuses to remove or move a tree that holds entries the guard denies
-/// (or one too large to check).
+/// Refuses to remove or move a tree that holds entries the guard denies.
+/// Every level is checked, however deep; a tree the check cannot finish
+/// (too many entries, nested deeper than any path can name, a directory
+/// that cannot be read) is refused too, never passed unchecked.
 ///
 /// # Errors
 /// `path_denied`.
 pub fn protect_tree(guard: &PathGuard, parent: &OwnedFd, name: &std::ffi::OsStr, path: &Path) -> Result<(), FsError> {
-    let denied = || FsError::Denied(Denial::forbidden("path_denied", "Directory contains entries denied by policy"));
+    let denied = |message| FsError::Denied(Denial::forbidden("path_denied", message));
     let dir =
         openat(parent, name, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()).map_err(|e| FsError::errno(path, e))?;
     let mut seen = 0usize;
-    let mut refused = false;
-    walk(dir, path, &mut |entry| {
+    let mut refused = None;
+    let walked = walk_whole(dir, path, &mut |entry| {
         seen += 1;
-        if seen > TREE_CHECK_LIMIT || guard.check_resolved(&entry.path, Op::Delete).is_err() {
-            refused = true;
+        if seen > TREE_CHECK_LIMIT {
+            refused = Some("Directory is too large to check for entries denied by policy");
+            return Flow::Stop;
+        }
+        if guard.check_resolved(&entry.path, Op::Delete).is_err() {
+            refused = Some("Directory contains entries denied by policy");
             return Flow::Stop;
         }
         Flow::Descend
-    })
-    .map_err(|e| FsError::errno(path, e))?;
-    if refused {
-        Err(denied())
-    } else {
-        Ok(())
+    });
+    if let Err(e) = walked {
+        tracing::warn!(path = %path.display(), error = %e, "cannot check a whole tree before touching it");
+        return Err(denied("Directory cannot be checked whole for entries denied by policy"));
     }
+    refused.map_or(Ok(()), |message| Err(denied(message)))
 }
 
 fn copy_file(

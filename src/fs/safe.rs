@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
+use nix::unistd::{Gid, Uid};
 
 use super::FsError;
 use crate::policy::{Denial, Op, PathGuard};
@@ -92,6 +93,28 @@ pub fn open_parent(guard: &PathGuard, target: &Resolved, op: Op) -> Result<(Owne
     Ok((dir, name.to_os_string()))
 }
 
+/// The user and group a request acts as, when it is not the server's own:
+/// what it creates is given to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+impl Owner {
+    /// Gives the object open at `fd` to this owner. Through the descriptor,
+    /// never by path: a path could be redirected by a symlink swapped into
+    /// one of its directories between the write and this call.
+    ///
+    /// # Errors
+    /// The kernel's refusal (the server is not root, say).
+    pub fn give(self, fd: &impl AsFd) -> nix::Result<()> {
+        nix::unistd::fchown(fd.as_fd(), Some(Uid::from_raw(self.uid)), Some(Gid::from_raw(self.gid)))
+    }
+}
+
 /// Creates every missing directory from the root down to `target` (like
 /// `mkdir -p`) and returns a descriptor of `target`.
 ///
@@ -99,19 +122,37 @@ pub fn open_parent(guard: &PathGuard, target: &Resolved, op: Op) -> Result<(Owne
 /// [`FsError::NotADirectory`] when a file is in the way, `symlink_denied`
 /// when a symlink is, and I/O errors.
 pub fn create_dirs(guard: &PathGuard, target: &Resolved, op: Op) -> Result<OwnedFd, FsError> {
+    create_dirs_for(guard, target, op, None)
+}
+
+/// [`create_dirs`], giving each directory it creates to `owner`, through
+/// the descriptor it opened (never by path).
+///
+/// # Errors
+/// As [`create_dirs`].
+pub fn create_dirs_for(guard: &PathGuard, target: &Resolved, op: Op, owner: Option<Owner>) -> Result<OwnedFd, FsError> {
     let mut dir = open_beneath(&target.root, Path::new(""), dir_flags(), Mode::empty())
         .map_err(|e| FsError::errno(&target.root, e))?;
     let mut so_far = target.root.clone();
     for part in normal_parts(target.relative()).map_err(|e| FsError::errno(&target.path, e))? {
         so_far.push(part);
+        let mut made = false;
         let next = match openat(&dir, part, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()) {
-            Err(Errno::ENOENT) => match mkdirat(&dir, part, Mode::from_bits_truncate(0o777)) {
-                Ok(()) | Err(Errno::EEXIST) => openat(&dir, part, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()),
-                Err(e) => Err(e),
-            },
+            Err(Errno::ENOENT) => {
+                let created = mkdirat(&dir, part, Mode::from_bits_truncate(0o777));
+                // Ours to give away only if this call made it (not a racing request).
+                made = created.is_ok();
+                match created {
+                    Ok(()) | Err(Errno::EEXIST) => openat(&dir, part, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()),
+                    Err(e) => Err(e),
+                }
+            }
             other => other,
         };
         dir = next.map_err(|e| classify_not_dir(&dir, part, e)).map_err(|e| FsError::errno(&so_far, e))?;
+        if let (true, Some(owner)) = (made, owner) {
+            owner.give(&dir).map_err(|e| FsError::errno(&so_far, e))?;
+        }
     }
     verify(guard, &dir, &target.path, op)?;
     Ok(dir)

@@ -52,6 +52,9 @@ pub struct WritePolicy {
     pub deny_extensions: Vec<String>,
     /// Largest file, if limited.
     pub max_bytes: Option<u64>,
+    /// Who the new file and the directories made for it belong to, when the
+    /// request acts as another user than the server's.
+    pub owner: Option<super::safe::Owner>,
 }
 
 impl WritePolicy {
@@ -111,11 +114,13 @@ enum Slot {
     Busy { size: u64, progress: Arc<AtomicU64> },
 }
 
-/// The upload state of a server: resumable sessions and the shared state of its writes.
+/// The upload state of a server: resumable sessions, the shared state of
+/// its writes, and what compressed bodies may inflate to.
 #[derive(Default)]
 pub struct Files {
     sessions: Mutex<HashMap<PathBuf, Slot>>,
     writes: Writes,
+    inflate: super::inflate::Limits,
 }
 
 enum Chunk {
@@ -126,7 +131,22 @@ enum Chunk {
 impl Files {
     /// Upload state whose writes `fdatasync` before they are put in place when `sync_writes`.
     pub fn new(sync_writes: bool) -> Self {
-        Files { sessions: Mutex::default(), writes: Writes::new(sync_writes) }
+        Files {
+            sessions: Mutex::default(),
+            writes: Writes::new(sync_writes),
+            inflate: super::inflate::Limits::default(),
+        }
+    }
+
+    /// The same, with these limits on compressed bodies.
+    pub fn inflating(mut self, limits: super::inflate::Limits) -> Self {
+        self.inflate = limits;
+        self
+    }
+
+    /// What compressed upload bodies may inflate to.
+    pub fn inflate_limits(&self) -> super::inflate::Limits {
+        self.inflate
     }
 
     /// What this server's atomic writes share (durability, swept directories).
@@ -149,12 +169,13 @@ impl Files {
     ) -> Result<Committed, FsError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::error::Error + 'static,
     {
         policy.check_extension(&target.path)?;
         if let Some(len) = len {
             policy.check_size(len)?;
         }
-        let file = self.open(guard, target, policy.overwrite).await?;
+        let file = self.open(guard, target, policy).await?;
         let overwrite = policy.overwrite;
         let progress = Arc::new(AtomicU64::new(0));
         let (tx, writer) = spawn_writer(file, Arc::clone(&progress), move |file, outcome| match outcome? {
@@ -180,11 +201,12 @@ impl Files {
     ) -> Result<Progress, FsError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::error::Error + 'static,
     {
         policy.check_extension(&target.path)?;
         policy.check_size(size)?;
         let session = if offset == 0 {
-            let file = self.open(guard, target, policy.overwrite).await?;
+            let file = self.open(guard, target, policy).await?;
             self.start(&target.path, file, size, policy.overwrite)?
         } else {
             self.take(&target.path, offset, size)?
@@ -276,17 +298,18 @@ impl Files {
         policy: &WritePolicy,
     ) -> Result<Base64Upload, FsError> {
         policy.check_extension(&target.path)?;
-        Ok(Base64Upload::new(self.open(guard, target, policy.overwrite).await, policy))
+        Ok(Base64Upload::new(self.open(guard, target, policy).await, policy))
     }
 
     async fn open(
         self: &Arc<Self>,
         guard: &PathGuard,
         target: &Resolved,
-        overwrite: bool,
+        policy: &WritePolicy,
     ) -> Result<AtomicFile, FsError> {
         let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
-        super::blocking(move || AtomicFile::create(&guard, &target, overwrite, &files.writes)).await
+        let (overwrite, owner) = (policy.overwrite, policy.owner);
+        super::blocking(move || AtomicFile::create_for(&guard, &target, overwrite, &files.writes, owner)).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {
@@ -437,6 +460,7 @@ async fn feed<S, E, T>(
 ) -> Result<T, FsError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::error::Error + 'static,
 {
     let mut total = 0u64;
     let mut failure = None;
@@ -452,8 +476,8 @@ where
                     break;
                 }
             }
-            Some(Err(_)) => {
-                failure = Some(FsError::Interrupted);
+            Some(Err(e)) => {
+                failure = Some(FsError::from_body(&e));
                 break;
             }
             None => {
@@ -464,8 +488,9 @@ where
     }
     drop(tx);
     let written = writer.await?;
-    match failure {
-        Some(error) => written.and(Err(error)),
-        None => written,
+    match (failure, written) {
+        // The writer only saw the body stop: what stopped it says more.
+        (Some(error), Ok(_) | Err(FsError::Interrupted)) => Err(error),
+        (_, written) => written,
     }
 }

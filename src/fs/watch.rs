@@ -1,4 +1,5 @@
-//! `files_watch`: change events from inotify (through the `notify` crate).
+//! `files_watch`: change events from the daemon's one inotify instance
+//! ([`super::inotify`]).
 //!
 //! inotify says *that* something happened to a path; to report it in the
 //! reference's vocabulary (`created`, `modified`, `deleted`, each with
@@ -10,7 +11,10 @@
 //! `modified` events of one path are spaced by the caller's interval (the
 //! last change is always reported). An inotify queue overflow triggers a
 //! full rescan, so nothing is silently lost. The watch ends at its deadline,
-//! on server shutdown, or when the caller stops listening.
+//! on server shutdown, or when the caller stops listening. A recursive watch
+//! adds each directory it finds (at start, and as they appear) to the shared
+//! instance through its descriptor; beyond the instance's bounds the watch is
+//! refused with [`FsError::TooManyWatches`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,13 +22,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::AsFd;
+
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
-use notify::{Config, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::inotify::{Moved, Raw, Subscription};
 use super::meta::{Kind, Stat};
 use super::safe::{self, dir_flags, Resolved};
 use super::walk::{walk, Flow, MAX_NESTING};
@@ -36,8 +42,6 @@ use crate::policy::{Op, PathGuard};
 pub const BATCH: Duration = Duration::from_millis(10);
 /// Paths a watch remembers.
 pub const MAX_KNOWN: usize = 50_000;
-/// Raw events queued from inotify before a rescan replaces them.
-const RAW_QUEUE: usize = 4096;
 
 /// What a watch sends its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +93,8 @@ impl Drop for Counted {
 /// events arrive on the returned channel. Blocking: call it off the runtime.
 ///
 /// # Errors
-/// 404 when the directory is missing; inotify errors (for example the watch limit).
+/// 404 when the directory is missing; [`FsError::TooManyWatches`] past the
+/// shared instance's bounds.
 pub fn start(
     guard: PathGuard,
     target: Resolved,
@@ -105,27 +110,12 @@ pub fn start(
         }
         Err(e) => return Err(e),
     };
-    let (raw_tx, raw_rx) = mpsc::channel::<notify::Event>(RAW_QUEUE);
-    let overflow = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&overflow);
-    let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if !event.need_rescan() => {
-            if raw_tx.try_send(event).is_err() {
-                flag.store(true, Ordering::Relaxed);
-            }
-        }
-        _ => flag.store(true, Ordering::Relaxed),
-    };
-    let mut watcher = RecommendedWatcher::new(handler, Config::default().with_follow_symlinks(false))
-        .map_err(|e| FsError::internal("cannot start watching", std::io::Error::other(e.to_string())))?;
-    let mode = if options.recursive { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
-    watcher
-        .watch(&target.path, mode)
-        .map_err(|e| FsError::internal("cannot watch the directory", std::io::Error::other(e.to_string())))?;
-    let mut state = State { guard, target, options, known: Known::new(), last_modified: HashMap::new() };
-    state.known = state.scan_from(dir, &state.target.path.clone(), 1);
+    let (subscription, raw_rx, overflow) = super::inotify::hub().subscribe()?;
+    subscription.add_dir(dir.as_fd(), &target.path)?;
+    let mut state = State { guard, target, options, known: Known::new(), last_modified: HashMap::new(), subscription };
+    state.known = state.scan_from(dir, &state.target.path.clone(), 1).map_err(|(_, e)| e)?;
     let (tx, rx) = mpsc::channel(256);
-    runtime.spawn(run(state, watcher, raw_rx, overflow, tx, shutdown));
+    runtime.spawn(run(state, raw_rx, overflow, tx, shutdown));
     Ok(rx)
 }
 
@@ -135,12 +125,13 @@ struct State {
     options: Options,
     known: Known,
     last_modified: HashMap<PathBuf, Instant>,
+    /// The directories watched; dropping it (when the watch ends) unwatches them.
+    subscription: Subscription,
 }
 
 async fn run(
     mut state: State,
-    watcher: RecommendedWatcher,
-    mut raw: mpsc::Receiver<notify::Event>,
+    mut raw: mpsc::Receiver<Raw>,
     overflow: Arc<AtomicBool>,
     tx: mpsc::Sender<Output>,
     shutdown: CancellationToken,
@@ -190,7 +181,7 @@ async fn run(
             }
         }
     };
-    drop(watcher);
+    drop(state);
     let _ = tx.send(Output::End(reason)).await;
 }
 
@@ -202,30 +193,28 @@ impl State {
     /// Compares what the events touched with what is known and reports the differences.
     fn process(
         &mut self,
-        batch: &[notify::Event],
+        batch: &[Raw],
         due: &[PathBuf],
         rescan: bool,
         out: &mut Vec<Output>,
         throttled: &mut Vec<PathBuf>,
     ) {
         let mut renamed_from: HashMap<PathBuf, PathBuf> = HashMap::new();
+        let mut moved_from: HashMap<u32, &Path> = HashMap::new();
         let mut paths: Vec<PathBuf> = Vec::new();
         for event in batch {
-            if matches!(
-                event.kind,
-                EventKind::Access(
-                    notify::event::AccessKind::Open(_)
-                        | notify::event::AccessKind::Close(notify::event::AccessMode::Read)
-                )
-            ) {
-                continue;
+            match event.moved {
+                Some(Moved::From(cookie)) => {
+                    moved_from.insert(cookie, &event.path);
+                }
+                Some(Moved::To(cookie)) => {
+                    if let Some(from) = moved_from.get(&cookie) {
+                        renamed_from.insert(event.path.clone(), from.to_path_buf());
+                    }
+                }
+                None => {}
             }
-            if let (EventKind::Modify(notify::event::ModifyKind::Name(notify::event::RenameMode::Both)), [from, to]) =
-                (&event.kind, event.paths.as_slice())
-            {
-                renamed_from.insert(to.clone(), from.clone());
-            }
-            paths.extend(event.paths.iter().cloned());
+            paths.push(event.path.clone());
         }
         paths.extend(due.iter().cloned());
         if rescan {
@@ -336,8 +325,16 @@ impl State {
     fn created_below(&mut self, dir: &Path, out: &mut Vec<Output>) {
         let Ok(rel) = dir.strip_prefix(&self.target.root) else { return };
         let Ok(fd) = safe::open_beneath(&self.target.root, rel, dir_flags(), Mode::empty()) else { return };
+        // Watched first, then listed: what appears in between is in the listing.
+        if let Err(e) = self.subscription.add_dir(fd.as_fd(), dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "a new directory is not watched");
+        }
         let depth = dir.strip_prefix(&self.target.path).map_or(1, |r| r.components().count() + 1);
-        for (path, st) in self.scan_from(fd, dir, depth) {
+        let found = self.scan_from(fd, dir, depth).unwrap_or_else(|(known, e)| {
+            tracing::warn!(dir = %dir.display(), error = %e, "part of a new directory is not watched");
+            known
+        });
+        for (path, st) in found {
             if self.known.contains_key(&path) {
                 continue;
             }
@@ -375,14 +372,17 @@ impl State {
     fn rescan(&self) -> Known {
         let rel = self.target.relative().to_path_buf();
         match safe::open_beneath(&self.target.root, &rel, dir_flags(), Mode::empty()) {
-            Ok(fd) => self.scan_from(fd, &self.target.path.clone(), 1),
+            Ok(fd) => self.scan_from(fd, &self.target.path.clone(), 1).unwrap_or_else(|(known, _)| known),
             Err(_) => Known::new(),
         }
     }
 
-    /// What is below the directory `fd` (at `path`, whose entries are at `depth`), bounded.
-    fn scan_from(&self, fd: std::os::fd::OwnedFd, path: &Path, depth: usize) -> Known {
+    /// What is below the directory `fd` (at `path`, whose entries are at
+    /// `depth`), bounded; a recursive watch watches each directory it enters.
+    /// When the watch bounds are reached, what was found so far and why.
+    fn scan_from(&self, fd: std::os::fd::OwnedFd, path: &Path, depth: usize) -> Result<Known, (Known, FsError)> {
         let mut known = Known::new();
+        let mut failed = None;
         let nesting = if self.options.recursive { MAX_NESTING } else { 1 };
         let _ = walk(fd, path, &mut |entry| {
             if known.len() >= MAX_KNOWN {
@@ -392,12 +392,20 @@ impl State {
                 return Flow::Skip;
             }
             known.insert(entry.path.clone(), (entry.stat.kind, entry.stat.size, entry.stat.modified));
-            if entry.depth + depth - 1 < nesting {
-                Flow::Descend
-            } else {
-                Flow::Skip
+            if entry.depth + depth > nesting {
+                return Flow::Skip;
             }
+            if entry.stat.is_dir() {
+                if let Err(e) = self.subscription.add_at(entry.dir, entry.name, &entry.path) {
+                    failed = Some(e);
+                    return Flow::Stop;
+                }
+            }
+            Flow::Descend
         });
-        known
+        match failed {
+            None => Ok(known),
+            Some(e) => Err((known, e)),
+        }
     }
 }

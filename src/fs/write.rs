@@ -29,7 +29,7 @@ use nix::sys::stat::{fchmod, fstat, fstatat, Mode, SFlag};
 use nix::unistd::{fchown, linkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
 use super::meta::{Kind, Stat};
-use super::safe::{self, Resolved};
+use super::safe::{self, Owner, Resolved};
 use super::{is_temp_name, FsError, TEMP_PREFIX};
 use crate::policy::{Denial, Op, PathGuard};
 
@@ -45,6 +45,7 @@ pub struct AtomicFile {
     target: PathBuf,
     written: u64,
     sync: bool,
+    owner: Option<Owner>,
 }
 
 /// The result of a committed write.
@@ -64,6 +65,22 @@ impl AtomicFile {
     /// # Errors
     /// [`FsError::IsADirectory`], [`FsError::Exists`], path refusals and I/O errors.
     pub fn create(guard: &PathGuard, target: &Resolved, overwrite: bool, writes: &Writes) -> Result<Self, FsError> {
+        Self::create_for(guard, target, overwrite, writes, None)
+    }
+
+    /// [`AtomicFile::create`] for a request acting as another user: the
+    /// directories it makes and the file are given to `owner`, through their
+    /// descriptors (the file before it is linked into place).
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create_for(
+        guard: &PathGuard,
+        target: &Resolved,
+        overwrite: bool,
+        writes: &Writes,
+        owner: Option<Owner>,
+    ) -> Result<Self, FsError> {
         if target.is_root() {
             return Err(FsError::IsADirectory(target.path.clone()));
         }
@@ -76,7 +93,7 @@ impl AtomicFile {
                 "Names starting with .abx-upload- are reserved",
             )));
         }
-        let dir = safe::create_dirs(guard, &target.sibling(parent.to_path_buf()), Op::Write)?;
+        let dir = safe::create_dirs_for(guard, &target.sibling(parent.to_path_buf()), Op::Write, owner)?;
         match existing(&dir, name) {
             Some(st) if st.is_dir() => return Err(FsError::IsADirectory(target.path.clone())),
             Some(_) if !overwrite => return Err(FsError::Exists),
@@ -87,7 +104,8 @@ impl AtomicFile {
         let file =
             Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| FsError::errno(&target.path, e))?;
         let name = name.to_os_string();
-        Ok(AtomicFile { file, dir, name, temp_name, target: target.path.clone(), written: 0, sync: writes.sync })
+        let sync = writes.sync;
+        Ok(AtomicFile { file, dir, name, temp_name, target: target.path.clone(), written: 0, sync, owner })
     }
 
     /// Appends `data`.
@@ -121,6 +139,12 @@ impl AtomicFile {
             let st = fstatat(&self.dir, self.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok();
             if let Some(st) = st {
                 let _ = fchown(self.file.as_fd(), Some(Uid::from_raw(st.st_uid)), Some(Gid::from_raw(st.st_gid)));
+            }
+        }
+        if let Some(owner) = self.owner {
+            // Still unnamed (or under a temp name): nobody can swap anything in its way.
+            if let Err(e) = owner.give(&self.file.as_fd()) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot give a file to the request's user");
             }
         }
         // The replaced file's blocks are freed when its last reference goes, which for

@@ -153,6 +153,9 @@ async fn execute(
     Payload(request): Payload<ExecuteRequest>,
 ) -> Result<Response, TextError> {
     commands_unrestricted(&grant)?;
+    let names = request.env_vars.iter().flat_map(|vars| vars.keys());
+    let restricted = crate::policy::guards::commands_restricted(grant.engine());
+    crate::policy::guards::check_not_dangerous(names, restricted).map_err(TextError::from)?;
     let lines = state.code.execute(request).await?;
     let body = Body::from_stream(ndjson(lines, state.keepalive));
     let mut response = Response::new(body);

@@ -47,6 +47,12 @@ impl From<FsError> for ApiError {
                     .with_code("payload_too_large")
                     .with_limit(limit)
             }
+            FsError::TooManyWatches(_) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("watch_limit")
+            }
+            FsError::Inflated { .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError").with_code("payload_too_large")
+            }
             FsError::NoSpace(_) => {
                 ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, "OSError").with_code("insufficient_storage")
             }

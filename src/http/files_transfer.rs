@@ -41,6 +41,7 @@ pub fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
         allow_extensions: strings(Param::AllowExtensions),
         deny_extensions: strings(Param::DenyExtensions),
         max_bytes,
+        owner: None,
     }
 }
 

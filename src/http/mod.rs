@@ -2,13 +2,16 @@
 //! pipeline, extractors, the JSON error mapping, and the handlers.
 //!
 //! Handlers extract, call a domain module, and map the result; the domain
-//! modules never see HTTP.
+//! modules never see HTTP. Below the router, [`listener`] accepts each
+//! port's connections (caps, reserve, descriptor exhaustion) and `conn`
+//! serves each one (header-read and idle timeouts).
 
 mod browser;
 mod code;
 pub mod code_port;
 pub mod code_wire;
 mod commands;
+mod conn;
 mod core;
 pub mod envd;
 pub mod error;
@@ -16,6 +19,7 @@ pub mod extract;
 pub(crate) mod files;
 mod files_json;
 pub(crate) mod files_transfer;
+pub mod listener;
 pub mod mcp;
 pub mod pipeline;
 pub(crate) mod process;
@@ -30,16 +34,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
-use axum::{Router, ServiceExt};
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tower::Layer;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::normalize_path::NormalizePathLayer;
 
 pub use self::error::ApiError;
 pub use self::pipeline::{KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
@@ -201,29 +201,27 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then lets
-/// in-flight requests finish for at most `grace`.
+/// in-flight requests finish for at most `grace`. Connections are bounded
+/// and timed as `connections` says ([`listener`]).
 ///
 /// # Errors
-/// I/O errors of the listener.
+/// None so far: a failed `accept` is logged and the loop goes on.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
     grace: Duration,
+    connections: listener::Connections,
 ) -> std::io::Result<()> {
-    let service = NormalizePathLayer::trim_trailing_slash().layer(router);
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    // The peer's address reaches the pipeline (failed authentications are counted per address).
-    let service = ServiceExt::<Request>::into_make_service_with_connect_info::<std::net::SocketAddr>(service);
-    let server = axum::serve(listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    // The peer's address reaches the pipeline as `ConnectInfo` (failed
+    // authentications are counted per address): `conn` sets it on every request.
+    let server = listener::accept_loop(listener, router, shutdown.clone(), connections);
     let deadline = async {
         shutdown.cancelled().await;
         tokio::time::sleep(grace).await;
     };
     tokio::select! {
-        result = server => result,
+        () = server => Ok(()),
         () = deadline => {
             tracing::warn!(grace_seconds = grace.as_secs_f64(), "requests still running after the shutdown grace; closing them");
             Ok(())

@@ -26,7 +26,7 @@ use crate::api::process::{
 };
 use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
-use crate::policy::{Grant, LimitValue};
+use crate::policy::{owner, Grant, LimitValue, Viewer};
 use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
 use crate::python;
@@ -61,6 +61,11 @@ impl ProcessError {
             }
         }
     }
+}
+
+/// The caller as the process table's owner checks see it.
+fn viewer(grant: &Grant) -> Viewer {
+    Viewer::new(grant.identity(), owner::PROCESS_ADMIN)
 }
 
 fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
@@ -135,13 +140,17 @@ pub async fn start(
     let (capture, stdin) = (request.capture_output, request.stdin);
     let spec = prepared(&app, &grant, request, ExecKind::Start).await?;
     let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
-    let started = app.processes.start(spec, capture, stdin, max_output, slot).await.map_err(|e| e.into_api(id))?;
+    let started = app
+        .processes
+        .start(&viewer(&grant), spec, capture, stdin, max_output, slot)
+        .await
+        .map_err(|e| e.into_api(id))?;
     Ok(Json(started))
 }
 
-/// `GET /process/list`.
-pub async fn list(State(app): State<AppState>) -> Json<ProcessList> {
-    Json(ProcessList { processes: app.processes.list() })
+/// `GET /process/list`: the caller's processes (everyone's for an admin).
+pub async fn list(State(app): State<AppState>, grant: Grant) -> Json<ProcessList> {
+    Json(ProcessList { processes: app.processes.list(&viewer(&grant)) })
 }
 
 fn parse_pid(raw: &str) -> Result<i64, ApiError> {
@@ -155,7 +164,7 @@ pub async fn detail(
     Path(raw): Path<String>,
 ) -> Result<Json<ProcessInfo>, ApiError> {
     let pid = parse_pid(&raw)?;
-    app.processes.get(pid).map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+    app.processes.get(pid, &viewer(&grant)).map(Json).map_err(|e| e.into_api(grant.endpoint().id))
 }
 
 /// The signal number of a body, read as Python's `int(...)`.
@@ -191,7 +200,7 @@ pub async fn signal(
     }
     let signal = i32::try_from(number).ok().and_then(|n| Signal::try_from(n).ok());
     let signal = signal.ok_or_else(|| ApiError::bad_request(format!("Invalid signal value: {number}")))?;
-    app.processes.signal(pid, signal).map_err(|e| e.into_api(id))?;
+    app.processes.signal(pid, signal, &viewer(&grant)).map_err(|e| e.into_api(id))?;
     Ok(Json(SignalResult { pid: i32::try_from(pid).unwrap_or_default(), signal: signal as i32 }))
 }
 
@@ -203,7 +212,8 @@ pub async fn stdin(
     JsonBody(body): JsonBody<StdinRequest>,
 ) -> Result<Json<StdinResult>, ApiError> {
     let pid = parse_pid(&raw)?;
-    app.processes.write_stdin(pid, body).await.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+    let written = app.processes.write_stdin(pid, body, &viewer(&grant)).await;
+    written.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
 }
 
 /// Query of `GET /process/{pid}/output`.
@@ -230,5 +240,6 @@ pub async fn output(
         None => 0.0,
         Some(w) => w.trim().parse::<f64>().map_err(|_| invalid())?,
     };
-    app.processes.output(pid, since, wait).await.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
+    let output = app.processes.output(pid, since, wait, &viewer(&grant)).await;
+    output.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
 }

@@ -15,7 +15,7 @@ use super::pipeline::{guarded, KeepAliveLayer};
 use super::{pty_ws, AppState};
 use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
 use crate::endpoints::{Limit, Param, Port, ENDPOINTS};
-use crate::policy::{Denial, Grant, ParamValue};
+use crate::policy::{owner, Denial, Grant, ParamValue, Viewer};
 use crate::pty::request::{self, CreatePolicy, CreateRequest};
 use crate::pty::TerminalError;
 
@@ -42,38 +42,52 @@ pub async fn create(
     let base_dir = app.engine.base_dir();
     let cwd = base_dir.is_dir().then(|| base_dir.to_path_buf());
     let max_sessions = grant.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
-    let session = app.terminals.create(request, env, cwd, max_sessions).await.map_err(refuse)?;
+    let session = app.terminals.create(&viewer(&grant), request, env, cwd, max_sessions).await.map_err(refuse)?;
     let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
     let ws_url =
         request::ws_url(text(header::HOST.as_str()), text("x-forwarded-proto"), app.terminals.ws_port(), session.id());
     Ok(Json(PtyCreated { session_id: session.id().to_string(), ws_url, pid: session.pid() }))
 }
 
-/// `GET /pty/sessions`.
-pub async fn list(State(app): State<AppState>) -> Json<PtySessionList> {
-    Json(PtySessionList { sessions: app.terminals.list() })
+/// The caller as the terminals' owner checks see it.
+pub fn viewer(grant: &Grant) -> Viewer {
+    Viewer::new(grant.identity(), owner::TERMINAL_ADMIN)
+}
+
+/// `GET /pty/sessions`: the caller's sessions (everyone's for an admin).
+pub async fn list(State(app): State<AppState>, grant: Grant) -> Json<PtySessionList> {
+    Json(PtySessionList { sessions: app.terminals.list(&viewer(&grant)) })
 }
 
 /// `GET /pty/sessions/{id}`.
-pub async fn detail(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<PtySessionInfo>, ApiError> {
-    Ok(Json(app.terminals.get(&id)?.info()))
+pub async fn detail(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<PtySessionInfo>, ApiError> {
+    Ok(Json(app.terminals.get(&id, &viewer(&grant))?.info()))
 }
 
 /// `POST /pty/sessions/{id}/resize {"cols", "rows"}`.
 pub async fn resize(
     State(app): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<PtySessionInfo>, ApiError> {
-    let session = app.terminals.get(&id)?;
+    let session = app.terminals.get(&id, &viewer(&grant))?;
     let (cols, rows) = request::parse_resize(&body)?;
     session.resize(cols, rows);
     Ok(Json(session.info()))
 }
 
 /// `DELETE /pty/sessions/{id}`: closes the session; its shell gets `SIGHUP`, then `SIGKILL`.
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<PtyClosed>, ApiError> {
-    app.terminals.close(&id)?;
+pub async fn delete(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<PtyClosed>, ApiError> {
+    app.terminals.close(&id, &viewer(&grant))?;
     Ok(Json(PtyClosed { status: "closed".into(), session_id: id }))
 }
 
@@ -84,7 +98,8 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         _ => None,
     };
     let env_deny = crate::system::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
-    CreatePolicy { shells: strings(Param::Shells), env_deny }
+    let commands_restricted = crate::policy::guards::commands_restricted(grant.engine());
+    CreatePolicy { shells: strings(Param::Shells), env_deny, commands_restricted }
 }
 
 /// The router of the PTY port: `GET /pty` upgrades to the terminal

@@ -45,13 +45,14 @@ pub struct ConnectQuery {
 /// accepted and closed at once with code 1008 and a reason naming it.
 pub async fn connect(
     State(app): State<AppState>,
+    grant: crate::policy::Grant,
     Query(query): Query<ConnectQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let Some(id) = query.session_id.filter(|id| !id.is_empty()) else {
         return ApiError::bad_request("Missing session_id parameter").into_response();
     };
-    let session = app.terminals.get(&id);
+    let session = app.terminals.get(&id, &super::pty::viewer(&grant));
     let upgrade = match (upgrade, session.as_ref()) {
         (Ok(upgrade), _) => upgrade,
         (Err(_), Err(_)) => return ApiError::from(TerminalError::NotFound(id)).into_response(),

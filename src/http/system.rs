@@ -41,7 +41,8 @@ pub async fn env_set(
     JsonBody(body): JsonBody<EnvSetRequest>,
 ) -> Result<Json<EnvUpdated>, ApiError> {
     let is_secret = |name: &str| app.engine.is_secret_env(name);
-    match env::set(&app.env, &var_rules(&grant), &is_secret, &body.vars) {
+    let restricted = crate::policy::guards::commands_restricted(&app.engine);
+    match env::set(&app.env, &var_rules(&grant), &is_secret, restricted, &body.vars) {
         Ok(updated) => Ok(Json(EnvUpdated { updated })),
         Err(EnvError::Denied(denial)) => Err(ApiError::from(denial).with_endpoint(grant.endpoint().id)),
         Err(e @ EnvError::NotAnObject) => Err(ApiError::bad_request(e.to_string())),

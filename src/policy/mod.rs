@@ -21,10 +21,12 @@ pub mod guards;
 mod identity;
 mod limiter;
 mod lint;
+pub mod owner;
 pub mod paths;
 pub mod presets;
 pub mod rules;
 mod schema;
+pub mod secret;
 pub mod signed;
 pub mod source;
 pub mod throttle;
@@ -40,6 +42,7 @@ pub use self::grant::Grant;
 pub use self::identity::Identity;
 pub use self::limiter::Permit;
 pub use self::lint::file_permission_warnings;
+pub use self::owner::Viewer;
 pub use self::paths::{Op, PathGuard, PathRules};
 pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
 pub use self::signed::SignedRequest;
@@ -136,13 +139,13 @@ impl PolicyEngine {
                 TokenSecret::Sha256(digest) => *digest,
                 TokenSecret::Env(name) => {
                     secret_env.insert(name.clone());
-                    let value = std::env::var(name).unwrap_or_default();
-                    if value.is_empty() {
+                    secret_env.insert(format!("{name}{}", secret::FILE_SUFFIX));
+                    let Some(value) = secret::from_env(name)? else {
                         return Err(PolicyConfigError::new(format!(
                             "policy.auth.tokens[{}]: environment variable '{name}' is not set",
                             spec.id
                         )));
-                    }
+                    };
                     // Known in plain, the token can sign envd URLs.
                     tokens.push(TokenIdentity::from_token(spec.id.clone(), spec.scopes.clone(), &value));
                     continue;

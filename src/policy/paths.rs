@@ -159,16 +159,10 @@ impl PathGuard {
     /// `path_denied` or `read_only` when the rule refuses it.
     pub fn resolve(&self, raw: &str, op: Op, field: &str) -> Result<PathBuf, Denial> {
         let label = if field.is_empty() { String::new() } else { format!("{field}: ") };
-        let invalid = |reason| Denial::InvalidPath { field: label.clone(), reason };
         if raw.is_empty() {
-            return Err(invalid("Missing or invalid path"));
+            return Err(Denial::InvalidPath { field: label, reason: "Missing or invalid path" });
         }
-        if raw.contains('\0') {
-            return Err(invalid("Path contains a NUL byte"));
-        }
-        if raw.len() > MAX_PATH_LENGTH {
-            return Err(invalid("Path too long"));
-        }
+        check_spelling(raw, field)?;
         let lexical = normalize(&self.primary_root().join(raw));
         // Below a root, only the components under it need resolving: the root was resolved just now.
         let resolved = match self.roots.iter().find_map(|(_, real)| Some((real, lexical.strip_prefix(real).ok()?))) {
@@ -211,6 +205,24 @@ impl PathGuard {
     fn denied(&self, path: &Path) -> bool {
         self.rules.deny.matches(path)
     }
+}
+
+/// Refuses a path no file system can name: one with a NUL byte, or longer
+/// than [`MAX_PATH_LENGTH`]. Every path a caller gives, on every port, passes
+/// here before anything is touched (`field` labels the message).
+///
+/// # Errors
+/// `invalid_path` (400).
+pub fn check_spelling(raw: &str, field: &str) -> Result<(), Denial> {
+    let reason = if raw.contains('\0') {
+        "Path contains a NUL byte"
+    } else if raw.len() > MAX_PATH_LENGTH {
+        "Path too long"
+    } else {
+        return Ok(());
+    };
+    let field = if field.is_empty() { String::new() } else { format!("{field}: ") };
+    Err(Denial::InvalidPath { field, reason })
 }
 
 /// For `symlinks: never`: the lexical path must map onto the resolved one below the root.

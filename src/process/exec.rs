@@ -20,7 +20,9 @@ use super::ProcessError;
 use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
-use crate::policy::guards::{check_env, check_not_secret, check_process, command_guard};
+use crate::policy::guards::{
+    check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
+};
 use crate::policy::{Denial, Grant, LimitValue, Op};
 use crate::sys::Credentials;
 
@@ -126,6 +128,7 @@ pub fn prepare(
     let path_var = extra.get("PATH").cloned().or_else(|| child_env.get("PATH"));
     let looked_up = check_process(&argv, path_var.as_deref(), cwd.as_deref().unwrap_or(std::path::Path::new("/")))?;
     check_env(&extra, &[])?;
+    check_not_dangerous(extra.keys(), commands_restricted(grant.engine()))?;
     let commands = command_guard(grant).map_err(|e| ProcessError::Invalid(e.to_string()))?;
     let admitted = commands.check(&argv, request.shell)?;
     // A `{path}` rule may rewrite argv[0]; then std looks the program up itself.
@@ -242,6 +245,11 @@ mod tests {
         assert_eq!(code(prepare(&g, &env(), &request("rm -rf x"), ExecKind::Shell)), "command_not_allowed");
         let shell = ExecRequest { shell: true, ..request("echo hi") };
         assert_eq!(code(prepare(&g, &env(), &shell, ExecKind::Shell)), "shell_not_allowed");
+        let preload = [("LD_PRELOAD".to_string(), "/tmp/x.so".to_string())].into();
+        let with_preload = ExecRequest { env: Some(preload), ..request("echo hi") };
+        assert_eq!(code(prepare(&g, &env(), &with_preload, ExecKind::Shell)), "env_var_denied", "commands restricted");
+        let free = grant("shell", dir.path(), RuleSpec::default());
+        assert!(prepare(&free, &env(), &with_preload, ExecKind::Shell).is_ok(), "no command rules: as the reference");
     }
 
     #[test]

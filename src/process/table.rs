@@ -23,6 +23,7 @@ use super::reaper::SignalError;
 use super::run::KILL_GRACE;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
+use crate::policy::Viewer;
 
 /// How long an exited process stays queryable.
 pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
@@ -73,6 +74,7 @@ fn slot_key(kind: SlotKind) -> u8 {
 }
 
 struct Record {
+    owner: String,
     command: String,
     started_at: f64,
     job: Job,
@@ -154,13 +156,14 @@ impl Processes {
         Ok(Slot { processes: Arc::clone(&self.inner), kind })
     }
 
-    /// `POST /process/start`: starts `spec` in the background; the slot is
-    /// held until the process exits.
+    /// `POST /process/start`: starts `spec` in the background for `owner`
+    /// (see [`crate::policy::owner`]); the slot is held until the process exits.
     ///
     /// # Errors
     /// [`ProcessError::Spawn`] when it cannot start.
     pub async fn start(
         &self,
+        owner: &Viewer,
         spec: ExecSpec,
         capture_output: bool,
         with_stdin: bool,
@@ -188,6 +191,7 @@ impl Processes {
             }
         }
         let record = Arc::new(Record {
+            owner: owner.id().to_string(),
             command: spec.command.clone(),
             started_at: unix_now(),
             job: job.clone(),
@@ -218,17 +222,20 @@ impl Processes {
         Ok(Started { pid: job.pid(), command: spec.command })
     }
 
-    fn find(&self, pid: i64) -> Result<Arc<Record>, ProcessError> {
+    /// The process `pid`, if `viewer` may see it (else it is not found).
+    fn find(&self, pid: i64, viewer: &Viewer) -> Result<Arc<Record>, ProcessError> {
         let mut table = self.inner.lock();
         prune(&mut table);
-        i32::try_from(pid).ok().and_then(|p| table.records.get(&p).cloned()).ok_or(ProcessError::NotFound(pid))
+        let found = i32::try_from(pid).ok().and_then(|p| table.records.get(&p).cloned());
+        found.filter(|r| viewer.sees(&r.owner)).ok_or(ProcessError::NotFound(pid))
     }
 
-    /// `GET /process/list`: every known process, oldest first.
-    pub fn list(&self) -> Vec<ProcessInfo> {
+    /// `GET /process/list`: every known process `viewer` may see, oldest first.
+    pub fn list(&self, viewer: &Viewer) -> Vec<ProcessInfo> {
         let mut table = self.inner.lock();
         prune(&mut table);
-        let mut all: Vec<ProcessInfo> = table.records.values().map(|r| r.info()).collect();
+        let mut all: Vec<ProcessInfo> =
+            table.records.values().filter(|r| viewer.sees(&r.owner)).map(|r| r.info()).collect();
         all.sort_by(|a, b| a.started_at.total_cmp(&b.started_at));
         all
     }
@@ -237,8 +244,8 @@ impl Processes {
     ///
     /// # Errors
     /// [`ProcessError::NotFound`].
-    pub fn get(&self, pid: i64) -> Result<ProcessInfo, ProcessError> {
-        Ok(self.find(pid)?.info())
+    pub fn get(&self, pid: i64, viewer: &Viewer) -> Result<ProcessInfo, ProcessError> {
+        Ok(self.find(pid, viewer)?.info())
     }
 
     /// `POST /process/{pid}/signal`: sends `signal` to the process's group
@@ -246,8 +253,8 @@ impl Processes {
     ///
     /// # Errors
     /// [`ProcessError::NotFound`], [`ProcessError::Exited`], or the kernel's refusal.
-    pub fn signal(&self, pid: i64, signal: Signal) -> Result<(), ProcessError> {
-        let record = self.find(pid)?;
+    pub fn signal(&self, pid: i64, signal: Signal, viewer: &Viewer) -> Result<(), ProcessError> {
+        let record = self.find(pid, viewer)?;
         if record.job.status().is_some() {
             return Err(ProcessError::Exited(pid));
         }
@@ -264,8 +271,13 @@ impl Processes {
     /// # Errors
     /// 404 for an unknown pid, 409 without a stdin pipe or when it is closed
     /// or not read, 400 for malformed data.
-    pub async fn write_stdin(&self, pid: i64, request: StdinRequest) -> Result<StdinResult, ProcessError> {
-        let record = self.find(pid)?;
+    pub async fn write_stdin(
+        &self,
+        pid: i64,
+        request: StdinRequest,
+        viewer: &Viewer,
+    ) -> Result<StdinResult, ProcessError> {
+        let record = self.find(pid, viewer)?;
         let mut stdin = record.stdin.lock().await;
         let Some(sender) = stdin.as_mut() else {
             return Err(ProcessError::Conflict(format!("Process {pid} was not started with stdin enabled")));
@@ -292,8 +304,14 @@ impl Processes {
     ///
     /// # Errors
     /// 404 for an unknown pid, 409 when it was started without `capture_output`.
-    pub async fn output(&self, pid: i64, since: u64, wait: f64) -> Result<ProcessOutput, ProcessError> {
-        let record = self.find(pid)?;
+    pub async fn output(
+        &self,
+        pid: i64,
+        since: u64,
+        wait: f64,
+        viewer: &Viewer,
+    ) -> Result<ProcessOutput, ProcessError> {
+        let record = self.find(pid, viewer)?;
         let Some(capture) = record.capture.clone() else {
             return Err(ProcessError::Conflict(format!("Process {pid} was started without capture_output")));
         };

@@ -29,7 +29,7 @@ pub use self::request::{ClientMessage, CreatePolicy, CreateRequest};
 pub use self::session::{Attachment, Session, Update};
 pub use self::spawn::ShellExit;
 use crate::api::PtySessionInfo;
-use crate::policy::Denial;
+use crate::policy::{Denial, Viewer};
 
 /// Default idle time after which an unattached session is closed (the reference's 30 minutes).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -117,7 +117,7 @@ pub struct Terminals {
 
 #[derive(Default)]
 struct Table {
-    sessions: HashMap<String, Arc<Session>>,
+    sessions: HashMap<String, Owned>,
     starting: usize,
     /// Terminals started elsewhere (envd's) that count under `max_sessions`.
     leased: usize,
@@ -125,7 +125,7 @@ struct Table {
 
 impl Table {
     fn live(&self) -> usize {
-        self.sessions.values().filter(|s| s.exit_status().is_none()).count() + self.starting + self.leased
+        self.sessions.values().filter(|o| o.session.exit_status().is_none()).count() + self.starting + self.leased
     }
 }
 
@@ -144,6 +144,12 @@ impl Drop for Lease {
         let mut table = self.0.table();
         table.leased = table.leased.saturating_sub(1);
     }
+}
+
+/// A session and the identity that opened it (see [`crate::policy::owner`]).
+struct Owned {
+    session: Arc<Session>,
+    owner: String,
 }
 
 impl std::fmt::Debug for Terminals {
@@ -183,13 +189,15 @@ impl Terminals {
         self.ws_port.load(Ordering::Relaxed)
     }
 
-    /// Starts a shell for `request` with `env` in `cwd`, unless `max_sessions`
-    /// live sessions exist (`max_sessions` from the policy, else the setting).
+    /// Starts a shell for `request` with `env` in `cwd`, owned by `owner`,
+    /// unless `max_sessions` live sessions exist (`max_sessions` from the
+    /// policy, else the setting).
     ///
     /// # Errors
     /// [`TerminalError::SessionLimit`], [`TerminalError::ShellMissing`], [`TerminalError::Spawn`].
     pub async fn create(
         self: &Arc<Self>,
+        owner: &Viewer,
         request: CreateRequest,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
@@ -206,12 +214,13 @@ impl Terminals {
         }
         // Spawned on its own task: a caller that goes away cannot orphan a started shell.
         let terminals = Arc::clone(self);
+        let owner = owner.id().to_string();
         let task = tokio::spawn(async move {
             let started = terminals.start_session(request, env, cwd).await;
             let mut table = terminals.table();
             table.starting -= 1;
             if let Ok(session) = &started {
-                table.sessions.insert(session.id().to_string(), Arc::clone(session));
+                table.sessions.insert(session.id().to_string(), Owned { session: Arc::clone(session), owner });
             }
             started
         });
@@ -263,27 +272,38 @@ impl Terminals {
         Ok(session)
     }
 
-    /// Every session, oldest first.
-    pub fn list(&self) -> Vec<PtySessionInfo> {
-        let mut sessions: Vec<Arc<Session>> = self.table().sessions.values().cloned().collect();
+    /// Every session `viewer` may see, oldest first.
+    pub fn list(&self, viewer: &Viewer) -> Vec<PtySessionInfo> {
+        let table = self.table();
+        let visible = table.sessions.values().filter(|o| viewer.sees(&o.owner));
+        let mut sessions: Vec<Arc<Session>> = visible.map(|o| Arc::clone(&o.session)).collect();
+        drop(table);
         sessions.sort_by(|a, b| a.created_at().total_cmp(&b.created_at()).then_with(|| a.id().cmp(b.id())));
         sessions.iter().map(|s| s.info()).collect()
     }
 
-    /// The session `id`.
+    /// The session `id`, if `viewer` may see it.
     ///
     /// # Errors
-    /// [`TerminalError::NotFound`].
-    pub fn get(&self, id: &str) -> Result<Arc<Session>, TerminalError> {
-        self.table().sessions.get(id).cloned().ok_or_else(|| TerminalError::NotFound(id.to_string()))
+    /// [`TerminalError::NotFound`], for another identity's session too.
+    pub fn get(&self, id: &str, viewer: &Viewer) -> Result<Arc<Session>, TerminalError> {
+        let table = self.table();
+        let found = table.sessions.get(id).filter(|o| viewer.sees(&o.owner)).map(|o| Arc::clone(&o.session));
+        found.ok_or_else(|| TerminalError::NotFound(id.to_string()))
     }
 
-    /// Removes the session `id` and ends its shell in the background.
+    /// Removes the session `id` (if `viewer` may see it) and ends its shell in the background.
     ///
     /// # Errors
-    /// [`TerminalError::NotFound`].
-    pub fn close(&self, id: &str) -> Result<(), TerminalError> {
-        let session = self.table().sessions.remove(id).ok_or_else(|| TerminalError::NotFound(id.to_string()))?;
+    /// [`TerminalError::NotFound`], for another identity's session too.
+    pub fn close(&self, id: &str, viewer: &Viewer) -> Result<(), TerminalError> {
+        let mut table = self.table();
+        if !table.sessions.get(id).is_some_and(|o| viewer.sees(&o.owner)) {
+            return Err(TerminalError::NotFound(id.to_string()));
+        }
+        let removed = table.sessions.remove(id).map(|o| o.session);
+        drop(table);
+        let session = removed.ok_or_else(|| TerminalError::NotFound(id.to_string()))?;
         tracing::info!(session = id, "terminal session closed");
         tokio::spawn(async move { session.terminate(CLOSE_GRACE).await });
         Ok(())
@@ -291,7 +311,7 @@ impl Terminals {
 
     /// Ends every session (server shutdown): `SIGHUP`, then `SIGKILL` after `grace`.
     pub async fn close_all(&self, grace: Duration) {
-        let sessions: Vec<Arc<Session>> = self.table().sessions.drain().map(|(_, s)| s).collect();
+        let sessions: Vec<Arc<Session>> = self.table().sessions.drain().map(|(_, o)| o.session).collect();
         futures_util::future::join_all(sessions.iter().map(|s| s.terminate(grace))).await;
     }
 
@@ -304,6 +324,7 @@ impl Terminals {
         let expired: Vec<String> = table
             .sessions
             .values()
+            .map(|o| &o.session)
             .filter(|s| match s.exit_status() {
                 Some(_) => s.idle_for(exited_after, now),
                 None => idle.is_some_and(|t| s.idle_for(t, now)),
@@ -311,7 +332,7 @@ impl Terminals {
             .map(|s| s.id().to_string())
             .collect();
         for id in &expired {
-            if let Some(session) = table.sessions.remove(id) {
+            if let Some(Owned { session, .. }) = table.sessions.remove(id) {
                 tracing::info!(session = %id, "idle terminal session closed");
                 tokio::spawn(async move { session.terminate(CLOSE_GRACE).await });
             }
@@ -375,17 +396,20 @@ mod tests {
     async fn the_limit_counts_live_shells_and_a_missing_shell_is_named() {
         let settings = TerminalSettings { max_sessions: 1, ..TerminalSettings::default() };
         let terminals = Arc::new(Terminals::new(settings, CancellationToken::new()));
-        let missing = terminals.create(request("/nonexistent/sh"), env(), None, None).await;
+        let missing = terminals.create(&Viewer::admin(), request("/nonexistent/sh"), env(), None, None).await;
         assert!(matches!(missing, Err(TerminalError::ShellMissing(_))), "{missing:?}");
-        let first = terminals.create(request("/bin/sh"), env(), None, None).await.expect("first");
-        let refused = terminals.create(request("/bin/sh"), env(), None, None).await;
+        let first = terminals.create(&Viewer::admin(), request("/bin/sh"), env(), None, None).await.expect("first");
+        let refused = terminals.create(&Viewer::admin(), request("/bin/sh"), env(), None, None).await;
         assert_eq!(refused.map(|_| ()).map_err(|e| e.to_string()), Err("Session limit reached (1)".into()));
         first.signal(nix::sys::signal::Signal::SIGKILL);
         let mut attachment = first.attach();
         while !matches!(attachment.next().await, Update::Exited(_)) {}
         assert_eq!(first.exit_status(), Some(ShellExit::Signaled(9)));
-        terminals.create(request("/bin/sh"), env(), None, None).await.expect("an exited shell frees its slot");
+        terminals
+            .create(&Viewer::admin(), request("/bin/sh"), env(), None, None)
+            .await
+            .expect("an exited shell frees its slot");
         terminals.close_all(Duration::from_secs(1)).await;
-        assert!(terminals.list().is_empty());
+        assert!(terminals.list(&Viewer::admin()).is_empty());
     }
 }

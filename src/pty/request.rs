@@ -9,13 +9,12 @@ use serde_json::{Map, Value};
 
 use super::TerminalError;
 use crate::environment;
+use crate::policy::guards;
 use crate::python;
 use crate::system::env::VarRules;
 
 /// Shells a session may start when the policy names none (the reference's list).
 pub const ALLOWED_SHELLS: [&str; 5] = ["/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh"];
-/// Variables never taken from a caller's `env` (silently dropped, as the reference).
-pub const DANGEROUS_ENV: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES"];
 /// Largest terminal side.
 pub const MAX_SIDE: i64 = 1000;
 
@@ -27,6 +26,9 @@ pub struct CreatePolicy {
     /// The `env_deny` parameter, compiled: globs of variables a caller may
     /// not set and that are removed from the inherited environment.
     pub env_deny: VarRules,
+    /// Whether the policy restricts commands: then no variable that makes a
+    /// program run code of the caller's choosing (`env_var_denied`).
+    pub commands_restricted: bool,
 }
 
 /// A checked `POST /pty/sessions` body.
@@ -74,6 +76,8 @@ impl CreateRequest {
             Some(Value::Object(vars)) => environment::check_assignments(vars).map_err(TerminalError::Env)?,
             Some(_) => return Err(TerminalError::EnvNotAMapping),
         };
+        guards::check_not_dangerous(env.iter().map(|(k, _)| k), policy.commands_restricted)
+            .map_err(TerminalError::Env)?;
         if let Some(shells) = &policy.shells {
             if !shells.contains(&shell) {
                 return Err(TerminalError::ShellDenied(shell));
@@ -86,7 +90,7 @@ impl CreateRequest {
             return Err(TerminalError::EnvNotAllowed(blocked));
         }
         let env: Vec<(String, String)> =
-            env.into_iter().filter(|(k, _)| !DANGEROUS_ENV.contains(&k.as_str())).collect();
+            env.into_iter().filter(|(k, _)| !guards::env::TERMINAL_DROPPED.contains(&k.as_str())).collect();
         Ok(CreateRequest { shell, cols: side_in_range(cols)?, rows: side_in_range(rows)?, env })
     }
 
@@ -242,8 +246,11 @@ mod tests {
             parse(json!({"cols": 0}), &none).expect_err("range"),
             "'cols' and 'rows' must be between 1 and 1000"
         );
-        let policy =
-            CreatePolicy { shells: Some(vec!["/bin/sh".into()]), env_deny: VarRules::new(&[], &["AWS_*".into()]) };
+        let policy = CreatePolicy {
+            shells: Some(vec!["/bin/sh".into()]),
+            env_deny: VarRules::new(&[], &["AWS_*".into()]),
+            commands_restricted: false,
+        };
         assert_eq!(parse(json!({}), &policy).expect_err("policy"), "Shell '/bin/bash' is not permitted by policy");
         assert_eq!(
             parse(json!({"shell": "/bin/sh", "env": {"AWS_KEY": "k", "A": "1"}}), &policy).expect_err("deny"),
@@ -253,10 +260,16 @@ mod tests {
 
     #[test]
     fn the_environment_drops_denied_and_dangerous_variables() {
-        let policy = CreatePolicy { shells: None, env_deny: VarRules::new(&[], &["AWS_*".into()]) };
-        let request =
-            CreateRequest::parse(&body(json!({"env": {"LD_PRELOAD": "/x.so", "MINE": "1"}})), &policy, &|_| false)
-                .expect("valid");
+        let mut policy =
+            CreatePolicy { shells: None, env_deny: VarRules::new(&[], &["AWS_*".into()]), commands_restricted: true };
+        let preload = body(json!({"env": {"LD_PRELOAD": "/x.so", "MINE": "1"}}));
+        let refused = CreateRequest::parse(&preload, &policy, &|_| false).map_err(|e| e.to_string());
+        assert_eq!(
+            refused,
+            Err("Environment variable 'LD_PRELOAD' cannot be set while the policy restricts commands".into())
+        );
+        policy.commands_restricted = false;
+        let request = CreateRequest::parse(&preload, &policy, &|_| false).expect("valid");
         let inherited = [("AWS_SECRET", "s"), ("HOME", "/h"), ("TERM", "dumb")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into_iter()

@@ -92,6 +92,9 @@ pub fn visible(
 /// Checks, in the reference's order: `vars` is an object; each assignment
 /// passes [`check_assignments`]; none is [`PROTECTED`]; none is a secret or
 /// refused by `rules` (`env_var_not_allowed`). Nothing is set unless all pass.
+/// While `commands_restricted`, no variable is one that makes a program run
+/// code of the caller's choosing either (`env_var_denied`, see
+/// [`crate::policy::guards::check_not_dangerous`]): every later child would get it.
 ///
 /// # Errors
 /// The first refusal.
@@ -99,6 +102,7 @@ pub fn set(
     env: &ChildEnv,
     rules: &VarRules,
     is_secret: &dyn Fn(&str) -> bool,
+    commands_restricted: bool,
     vars: &serde_json::Value,
 ) -> Result<Vec<String>, EnvError> {
     let serde_json::Value::Object(vars) = vars else {
@@ -111,6 +115,7 @@ pub fn set(
         protected.sort();
         return Err(EnvError::Protected(protected));
     }
+    crate::policy::guards::check_not_dangerous(admitted.iter().map(|(name, _)| name), commands_restricted)?;
     if let Some((name, _)) = admitted.iter().find(|(name, _)| is_secret(name) || !rules.allows(name)) {
         return Err(
             Denial::forbidden("env_var_not_allowed", format!("Environment variable '{name}' is not allowed")).into()
@@ -159,7 +164,7 @@ mod tests {
     fn writes_follow_the_reference_order_and_are_all_or_nothing() {
         let env = env();
         let rules = VarRules::new(&strings(&["X*", "PATH", "MY_SECRET_ENV"]), &strings(&["XY"]));
-        let set = |v: serde_json::Value| set(&env, &rules, &no_secret, &v);
+        let set = |v: serde_json::Value| set(&env, &rules, &no_secret, false, &v);
         assert_eq!(set(json!({"X2": "b", "X1": "a"})), Ok(strings(&["X1", "X2"])));
         assert_eq!(env.get("X1").as_deref(), Some("a"));
         assert_eq!(set(json!([1])), Err(EnvError::NotAnObject));
@@ -179,9 +184,22 @@ mod tests {
     }
 
     #[test]
+    fn loader_and_interpreter_variables_wait_for_no_command_rules() {
+        let env = env();
+        let vars = json!({"OK": "1", "LD_PRELOAD": "/x.so"});
+        let refused = set(&env, &VarRules::default(), &no_secret, true, &vars);
+        assert!(matches!(refused, Err(EnvError::Denied(ref d)) if d.code() == "env_var_denied"), "{refused:?}");
+        assert_eq!(env.get("OK"), None, "nothing set");
+        assert_eq!(set(&env, &VarRules::default(), &no_secret, false, &vars), Ok(strings(&["LD_PRELOAD", "OK"])));
+    }
+
+    #[test]
     fn credential_like_names_can_be_set_but_are_never_read_back() {
         let env = env();
-        assert_eq!(set(&env, &VarRules::default(), &no_secret, &json!({"GH_TOKEN": "x"})), Ok(strings(&["GH_TOKEN"])));
+        assert_eq!(
+            set(&env, &VarRules::default(), &no_secret, false, &json!({"GH_TOKEN": "x"})),
+            Ok(strings(&["GH_TOKEN"]))
+        );
         assert_eq!(env.get("GH_TOKEN").as_deref(), Some("x"), "children get it");
         assert!(visible(&env, &VarRules::default(), &no_secret, Some("GH_TOKEN")).is_empty());
     }

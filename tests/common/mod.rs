@@ -28,9 +28,17 @@ pub struct ServerBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     base: Option<PathBuf>,
+    launcher: Vec<String>,
 }
 
 impl ServerBuilder {
+    /// Starts the binary through `argv` (a program that then `exec`s it, as
+    /// `setpriv` or `prlimit` do), so the server's PID stays the binary's.
+    pub fn launcher<I: IntoIterator<Item = S>, S: Into<String>>(mut self, argv: I) -> Self {
+        self.launcher = argv.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Uses `dir` as the base directory instead of a fresh empty one.
     pub fn base_dir(mut self, dir: &Path) -> Self {
         self.base = Some(dir.to_path_buf());
@@ -74,7 +82,15 @@ impl ServerBuilder {
         };
         let log_path = dir.path().join("server.log");
         let log = std::fs::File::create(&log_path).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"));
+        let binary = env!("CARGO_BIN_EXE_agent-sandbox-server");
+        let mut command = match self.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command
             .arg("serve")
             .args(["--host", &self.host, "--port", "0", "--pty-port", "0"])
@@ -156,7 +172,14 @@ pub struct TestServer {
 
 /// A server builder with the default test token.
 pub fn server() -> ServerBuilder {
-    ServerBuilder { host: "127.0.0.1".into(), token: Some(TOKEN.into()), args: Vec::new(), env: Vec::new(), base: None }
+    ServerBuilder {
+        host: "127.0.0.1".into(),
+        token: Some(TOKEN.into()),
+        args: Vec::new(),
+        env: Vec::new(),
+        base: None,
+        launcher: Vec::new(),
+    }
 }
 
 /// A server with the default test token.
@@ -238,6 +261,22 @@ impl Drop for TestServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The inotify instances `pid` holds and the watches in them, from its
+/// `/proc/<pid>/fd` and `fdinfo`; `None` where this process may not look
+/// (the daemon is not dumpable: only root, or `CAP_SYS_PTRACE`, sees them).
+pub fn inotify_usage(pid: u32) -> Option<(usize, usize)> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let (mut instances, mut watches) = (0, 0);
+    for fd in fds.filter_map(Result::ok) {
+        if std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == "anon_inode:inotify") {
+            instances += 1;
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            watches += info.unwrap_or_default().lines().filter(|l| l.starts_with("inotify wd:")).count();
+        }
+    }
+    Some((instances, watches))
 }
 
 /// A 1 MiB tmpfs mounted for one test (a disk that fills up), unmounted

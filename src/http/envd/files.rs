@@ -23,12 +23,10 @@ use futures_util::{Stream, StreamExt};
 use super::{blocking, http_error, plain_error, EnvdState};
 use crate::api::envd::http::{FilesQuery, WrittenFile};
 use crate::endpoints::Limit;
-use crate::envd::{filesystem::give_to, Account, EnvdError};
+use crate::envd::{Account, EnvdError};
 use crate::fs::{read, safe, FsError, WritePolicy};
 use crate::policy::{Grant, LimitValue, Op};
 
-/// Bytes of compressed input fed to the gzip decoder at once (bounds its output per step).
-const GUNZIP_STEP: usize = 4096;
 /// Raw bytes per chunk of a gzip-encoded download.
 const GZIP_CHUNK: usize = 256 * 1024;
 /// Compressed chunks queued ahead of the client.
@@ -171,44 +169,6 @@ fn gzip_stream(file: std::fs::File, len: u64) -> impl Stream<Item = std::io::Res
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }
 
-/// A gzip-encoded body, decoded as it arrives.
-fn gunzip<S, E>(body: S) -> impl Stream<Item = std::io::Result<Bytes>> + Send + Unpin + 'static
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
-    E: std::fmt::Display,
-{
-    let decoder = flate2::write::GzDecoder::new(Vec::new());
-    Box::pin(futures_util::stream::unfold(Some((body, decoder)), |state| async move {
-        let (mut body, mut decoder) = state?;
-        loop {
-            match body.next().await {
-                Some(Ok(chunk)) => {
-                    let mut out = Vec::new();
-                    for piece in chunk.chunks(GUNZIP_STEP) {
-                        if let Err(e) = decoder.write_all(piece) {
-                            return Some((Err(e), None));
-                        }
-                        out.append(decoder.get_mut());
-                    }
-                    if !out.is_empty() {
-                        return Some((Ok(Bytes::from(out)), Some((body, decoder))));
-                    }
-                }
-                Some(Err(e)) => return Some((Err(std::io::Error::other(e.to_string())), None)),
-                None => {
-                    return match decoder.try_finish() {
-                        Ok(()) => {
-                            let rest = std::mem::take(decoder.get_mut());
-                            (!rest.is_empty()).then(|| (Ok(Bytes::from(rest)), None))
-                        }
-                        Err(e) => Some((Err(e), None)),
-                    }
-                }
-            }
-        }
-    }))
-}
-
 /// `POST /files`.
 pub async fn upload(
     State(state): State<EnvdState>,
@@ -229,7 +189,9 @@ pub async fn upload(
     let data = body.into_data_stream();
     let body: Box<dyn Stream<Item = std::io::Result<Bytes>> + Send + Unpin> = match encoding {
         None | Some("") | Some("identity") => Box::new(data.map(|r| r.map_err(std::io::Error::other))),
-        Some(e) if e.eq_ignore_ascii_case("gzip") => Box::new(gunzip(data)),
+        Some(e) if e.eq_ignore_ascii_case("gzip") => {
+            Box::new(crate::fs::inflate::gunzip(data, state.app.files.inflate_limits()))
+        }
         Some(other) => {
             return http_error(
                 StatusCode::BAD_REQUEST,
@@ -287,7 +249,10 @@ struct Upload<'a> {
 
 impl Upload<'_> {
     fn policy(&self) -> WritePolicy {
-        crate::http::files_transfer::write_policy(self.grant, self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64))
+        let max_bytes = self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64);
+        let mut policy = crate::http::files_transfer::write_policy(self.grant, max_bytes);
+        policy.owner = crate::envd::filesystem::owner_of(self.account);
+        policy
     }
 
     /// Resolves the caller's `path` for writing.
@@ -308,16 +273,13 @@ impl Upload<'_> {
     ) -> Result<WrittenFile, EnvdError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::error::Error + 'static,
     {
         let files = &self.state.app.files;
         files.write_stream(&self.grant.guard(), target, &self.policy(), declared, body).await.map_err(|e| match e {
             FsError::IsADirectory(path) => EnvdError::Invalid(format!("path is a directory: {}", path.display())),
             other => other.into(),
         })?;
-        if self.account.is_some_and(Account::is_other) {
-            let (account, path) = (self.account.cloned(), target.path.clone());
-            let _ = tokio::task::spawn_blocking(move || give_to(account.as_ref(), &path)).await;
-        }
         Ok(WrittenFile {
             path: target.path.display().to_string(),
             name: crate::fs::file_name(&target.path),

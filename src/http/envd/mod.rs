@@ -246,7 +246,11 @@ fn fs_code(error: &FsError) -> Code {
         FsError::NotFound(_) | FsError::UploadNotFound(_) => Code::NotFound,
         FsError::Exists => Code::AlreadyExists,
         FsError::IsADirectory(_) | FsError::NotADirectory(_) | FsError::Invalid(_) => Code::InvalidArgument,
-        FsError::TooLarge { .. } | FsError::ArchiveTooLarge { .. } | FsError::NoSpace(_) => Code::ResourceExhausted,
+        FsError::TooLarge { .. }
+        | FsError::ArchiveTooLarge { .. }
+        | FsError::Inflated { .. }
+        | FsError::TooManyWatches(_)
+        | FsError::NoSpace(_) => Code::ResourceExhausted,
         FsError::OffsetMismatch { .. } | FsError::UploadBusy => Code::FailedPrecondition,
         FsError::Interrupted => Code::Canceled,
         FsError::RangeNotSatisfiable { .. } => Code::InvalidArgument,
@@ -258,7 +262,7 @@ fn fs_code(error: &FsError) -> Code {
 pub fn plain_error(error: EnvdError) -> Response {
     let status = match &error {
         EnvdError::Fs(FsError::NoSpace(_)) => StatusCode::INSUFFICIENT_STORAGE,
-        EnvdError::Fs(FsError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
+        EnvdError::Fs(FsError::TooLarge { .. } | FsError::Inflated { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
         EnvdError::Fs(FsError::IsADirectory(_) | FsError::NotADirectory(_)) => StatusCode::BAD_REQUEST,
         EnvdError::Denied(denial) | EnvdError::Fs(FsError::Denied(denial)) => {
             StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN)

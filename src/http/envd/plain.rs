@@ -89,7 +89,8 @@ pub async fn init(State(state): State<EnvdState>, grant: Grant, body: Bytes) -> 
         let is_secret = move |name: &str| engine.is_secret_env(name);
         let json = serde_json::Value::Object(vars.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect());
         let rules = crate::http::system::var_rules(&grant);
-        if let Err(e) = crate::system::env::set(&state.app.env, &rules, &is_secret, &json) {
+        let restricted = crate::policy::guards::commands_restricted(&state.app.engine);
+        if let Err(e) = crate::system::env::set(&state.app.env, &rules, &is_secret, restricted, &json) {
             let status = match &e {
                 crate::system::env::EnvError::Denied(denial) => {
                     StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN)

@@ -24,12 +24,17 @@ use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
-use crate::policy::LimitValue;
+use crate::policy::{owner, Identity, LimitValue, Viewer};
 use crate::process::exec::{prepare, ExecKind};
 use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The caller as the registry's owner checks see it.
+fn viewer(identity: &Identity) -> Viewer {
+    Viewer::new(identity, owner::PROCESS_ADMIN)
+}
 
 /// `argv` as one command line the exec policy splits back into the same words.
 fn command_line(argv: &[String]) -> String {
@@ -118,7 +123,8 @@ pub async fn start(call: Call) -> Response {
             stdin: req.stdin.unwrap_or(true),
             lifetime: options.timeout,
         };
-        let process = state.envd.processes.start(spec, start, Held { slot, session }).await?;
+        let owner = viewer(grant.identity());
+        let process = state.envd.processes.start(&owner, spec, start, Held { slot, session }).await?;
         Ok(event_stream(&process, options, started))
     })
     .await
@@ -127,8 +133,8 @@ pub async fn start(call: Call) -> Response {
 /// `Connect`: a running or recently ended process's events (the output still held, then live).
 pub async fn connect(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    call.stream(|state, _grant, req: SelectRequest, options: CallOptions| async move {
-        let process = state.envd.processes.find(&req.process)?;
+    call.stream(|state, grant, req: SelectRequest, options: CallOptions| async move {
+        let process = state.envd.processes.find(&req.process, &viewer(grant.identity()))?;
         Ok(event_stream(&process, options, started))
     })
     .await
@@ -136,8 +142,10 @@ pub async fn connect(call: Call) -> Response {
 
 /// `List`: running processes.
 pub async fn list(call: Call) -> Response {
-    call.unary(|state, _grant, _: Empty| async move { Ok(ListResponse { processes: state.envd.processes.list() }) })
-        .await
+    call.unary(|state, grant, _: Empty| async move {
+        Ok(ListResponse { processes: state.envd.processes.list(&viewer(grant.identity())) })
+    })
+    .await
 }
 
 async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
@@ -150,8 +158,8 @@ async fn send(process: &Process, input: Input) -> Result<(), ConnectError> {
 
 /// `SendInput`.
 pub async fn send_input(call: Call) -> Response {
-    call.unary(|state, _grant, req: SendInputRequest| async move {
-        let process = state.envd.processes.find(&req.process)?;
+    call.unary(|state, grant, req: SendInputRequest| async move {
+        let process = state.envd.processes.find(&req.process, &viewer(grant.identity()))?;
         send(&process, req.input).await?;
         Ok(Empty {})
     })
@@ -160,12 +168,12 @@ pub async fn send_input(call: Call) -> Response {
 
 /// `StreamInput`: a start message naming the process, then input messages, in order.
 pub async fn stream_input(call: Call) -> Response {
-    call.client_stream(|state, _grant, mut messages: Messages<StreamInputRequest>| async move {
+    call.client_stream(|state, grant, mut messages: Messages<StreamInputRequest>| async move {
         let mut process = None;
         while let Some(message) = messages.next().await {
             match (message?, &process) {
                 (StreamInputRequest::Start { process: selector }, None) => {
-                    process = Some(state.envd.processes.find(&selector)?);
+                    process = Some(state.envd.processes.find(&selector, &viewer(grant.identity()))?);
                 }
                 (StreamInputRequest::Start { .. }, Some(_)) => {
                     return Err(ConnectError::new(Code::InvalidArgument, "the input stream already started"));
@@ -184,8 +192,8 @@ pub async fn stream_input(call: Call) -> Response {
 
 /// `CloseStdin`.
 pub async fn close_stdin(call: Call) -> Response {
-    call.unary(|state, _grant, req: SelectRequest| async move {
-        state.envd.processes.find(&req.process)?.close_stdin().await?;
+    call.unary(|state, grant, req: SelectRequest| async move {
+        state.envd.processes.find(&req.process, &viewer(grant.identity()))?.close_stdin().await?;
         Ok(Empty {})
     })
     .await
@@ -199,7 +207,7 @@ pub async fn send_signal(call: Call) -> Response {
             Signal::Kill => nix::sys::signal::Signal::SIGKILL,
         };
         crate::policy::guards::process::check_signal(&grant, signal as i64)?;
-        let process = state.envd.processes.find(&req.process)?;
+        let process = state.envd.processes.find(&req.process, &viewer(grant.identity()))?;
         process.signal(signal)?;
         if signal == nix::sys::signal::Signal::SIGKILL {
             // Answer once it is gone, so a List right after no longer shows it.
@@ -212,8 +220,8 @@ pub async fn send_signal(call: Call) -> Response {
 
 /// `Update`: resizes a terminal process.
 pub async fn update(call: Call) -> Response {
-    call.unary(|state, _grant, req: UpdateRequest| async move {
-        let process = state.envd.processes.find(&req.process)?;
+    call.unary(|state, grant, req: UpdateRequest| async move {
+        let process = state.envd.processes.find(&req.process, &viewer(grant.identity()))?;
         if let Some(pty) = req.pty {
             process.resize(pty.size.cols, pty.size.rows)?;
         }

@@ -203,7 +203,7 @@ pub async fn signal(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, 
 /// `processes`: `GET /process/list`.
 pub async fn list(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, ErrorData> {
     let _: Empty = arguments(args)?;
-    let answer = handlers::list(State(ctx.app.clone())).await;
+    let answer = handlers::list(State(ctx.app.clone()), ctx.grant.clone()).await;
     Ok(Outcome::Done(json_result(&answer.0)))
 }
 

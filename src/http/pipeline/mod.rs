@@ -27,6 +27,7 @@ use axum::routing::MethodRouter;
 
 pub use self::body::KeepAliveLayer;
 use self::body::{Held, Hold};
+pub(crate) use self::credentials::from_headers;
 pub(crate) use self::render::connect_error;
 use super::error::ErrorCode;
 use super::extract::BodyLimit;

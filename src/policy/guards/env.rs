@@ -1,9 +1,131 @@
 //! The environment guard: per-call `env` maps hold ordinary `KEY=VALUE`
-//! assignments, never `ABX_*`, never a deny-listed or secret name.
+//! assignments, never `ABX_*`, never a deny-listed or secret name; and,
+//! while the policy restricts commands, never a variable that makes an
+//! allowed program run code of the caller's choosing ([`check_not_dangerous`]).
 
 use std::collections::BTreeMap;
 
-use super::super::Denial;
+use super::super::{Denial, PolicyEngine};
+use crate::endpoints::Param;
+
+/// Variables a terminal never takes from a caller (silently dropped, as the reference does).
+pub const TERMINAL_DROPPED: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES"];
+
+/// Prefixes of variables that programs read at start to load or run code
+/// (compared without case): the dynamic loader (`LD_*`, glibc's `GCONV_PATH`
+/// modules), git (`GIT_SSH_COMMAND`, `GIT_EXEC_PATH`, `GIT_CONFIG_*`...),
+/// Python (`PYTHONPATH`, `PYTHONSTARTUP`, `PYTHONHOME`, `PYTHONWARNINGS`
+/// imports), Perl (`PERL5OPT`, `PERL5LIB`), Ruby (`RUBYOPT`, `RUBYLIB`),
+/// Node.js and npm (`NODE_OPTIONS --require`, `NODE_PATH`, `npm_config_*`),
+/// the JVM (`JAVA_TOOL_OPTIONS -javaagent`, `_JAVA_OPTIONS`,
+/// `JDK_JAVA_OPTIONS`), .NET (`DOTNET_STARTUP_HOOKS`, `CORECLR_*` profilers),
+/// Lua (`LUA_INIT`, `LUA_PATH`), less (`LESSOPEN` runs a preprocessor), bash
+/// exported functions (`BASH_FUNC_*`) and macOS's loader (`DYLD_*`).
+pub const DANGEROUS_PREFIXES: &[&str] = &[
+    "LD_",
+    "DYLD_",
+    "GCONV_",
+    "GIT_",
+    "PYTHON",
+    "PERL",
+    "RUBY",
+    "NODE_",
+    "NPM_CONFIG_",
+    "JAVA_",
+    "_JAVA_",
+    "JDK_JAVA_",
+    "DOTNET_",
+    "CORECLR_",
+    "LUA_",
+    "LESS",
+    "BASH_FUNC_",
+];
+
+/// Whole names of the same kind: shells' start-up files and tracing hooks
+/// (`BASH_ENV`, `ENV`, `ZDOTDIR`, `SHELLOPTS`/`BASHOPTS` with `PS4`,
+/// `PROMPT_COMMAND`, `IFS`), glibc (`GLIBC_TUNABLES`, `LOCPATH`, `NLSPATH`,
+/// `HOSTALIASES`, `RESOLV_HOST_CONF`), the program lookup itself (`PATH`:
+/// an allowed `ls` found in a directory of the caller's), programs that
+/// start helpers (`SHELL`, `PAGER`, `EDITOR`, `VISUAL`, `MANPAGER`,
+/// `BROWSER`, `SSH_ASKPASS`, `MAKEFLAGS`, `MAKEFILES`, `GOFLAGS`), OpenSSL
+/// engines and providers (`OPENSSL_CONF`, `OPENSSL_ENGINES`,
+/// `OPENSSL_MODULES`), PHP, Tcl and R start-up (`PHPRC`,
+/// `PHP_INI_SCAN_DIR`, `TCLLIBPATH`, `R_PROFILE`, `R_PROFILE_USER`) and the
+/// JVM class path (`CLASSPATH`).
+pub const DANGEROUS_NAMES: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "ZDOTDIR",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "PROMPT_COMMAND",
+    "IFS",
+    "GLIBC_TUNABLES",
+    "LOCPATH",
+    "NLSPATH",
+    "HOSTALIASES",
+    "RESOLV_HOST_CONF",
+    "PATH",
+    "SHELL",
+    "PAGER",
+    "EDITOR",
+    "VISUAL",
+    "MANPAGER",
+    "BROWSER",
+    "SSH_ASKPASS",
+    "MAKEFLAGS",
+    "MAKEFILES",
+    "GOFLAGS",
+    "OPENSSL_CONF",
+    "OPENSSL_ENGINES",
+    "OPENSSL_MODULES",
+    "PHPRC",
+    "PHP_INI_SCAN_DIR",
+    "TCLLIBPATH",
+    "R_PROFILE",
+    "R_PROFILE_USER",
+    "CLASSPATH",
+];
+
+/// Whether a caller setting `name` for a child could make it run code of the
+/// caller's choosing (see [`DANGEROUS_PREFIXES`] and [`DANGEROUS_NAMES`]).
+pub fn is_dangerous(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    DANGEROUS_NAMES.contains(&upper.as_str()) || DANGEROUS_PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
+}
+
+/// Whether the policy restricts which commands run (`allow_commands` or
+/// `deny_commands` on an enabled endpoint). Then a caller's environment may
+/// not hold [`is_dangerous`] variables, on any port, or the restriction
+/// could be stepped around (`ls` with `LD_PRELOAD` runs anything).
+pub fn commands_restricted(engine: &PolicyEngine) -> bool {
+    engine.rules().iter().filter(|rule| rule.enabled).any(|rule| {
+        [Param::AllowCommands, Param::DenyCommands].iter().any(
+            |param| matches!(rule.param(*param), Some(super::super::ParamValue::Strings(list)) if !list.is_empty()),
+        )
+    })
+}
+
+/// Refuses, while `restricted` (see [`commands_restricted`]), a variable a
+/// caller sets for a child that [`is_dangerous`]. Every way a caller sets a
+/// child's environment applies it: exec requests on the API and envd ports,
+/// `POST /env`, terminals, envd `/init`, and code executions.
+///
+/// # Errors
+/// `env_var_denied` (403).
+pub fn check_not_dangerous<'a>(names: impl IntoIterator<Item = &'a String>, restricted: bool) -> Result<(), Denial> {
+    if !restricted {
+        return Ok(());
+    }
+    match names.into_iter().find(|name| is_dangerous(name)) {
+        Some(name) => Err(Denial::forbidden(
+            "env_var_denied",
+            format!("Environment variable '{name}' cannot be set while the policy restricts commands"),
+        )),
+        None => Ok(()),
+    }
+}
 
 fn valid_name(name: &str) -> bool {
     let mut bytes = name.bytes();
@@ -76,6 +198,29 @@ mod tests {
         assert_eq!((err.code(), err.status()), ("env_var_denied", 403));
         assert_eq!(err.to_string(), "Environment variable 'abx_server_token' cannot be overwritten");
         assert!(check_env(&env(&[("AWS_KEY", "x")]), &["AWS_*".into()]).is_err());
+    }
+
+    #[test]
+    fn dangerous_variables_are_refused_only_under_command_rules() {
+        let names: Vec<String> =
+            ["HOME", "LD_PRELOAD", "ld_audit", "PYTHONPATH", "GIT_SSH_COMMAND", "BASH_ENV", "PATH"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(check_not_dangerous(&names, false), Ok(()));
+        let err = check_not_dangerous(&names, true).expect_err("dangerous");
+        assert_eq!((err.code(), err.status()), ("env_var_denied", 403));
+        assert_eq!(
+            err.to_string(),
+            "Environment variable 'LD_PRELOAD' cannot be set while the policy restricts commands"
+        );
+        for name in &names[1..] {
+            assert!(is_dangerous(name), "{name}");
+        }
+        for harmless in ["HOME", "LANG", "TERM", "MY_VAR", "ENVIRONMENT", "PATHS", "NODEJS"] {
+            assert!(!is_dangerous(harmless), "{harmless}");
+        }
+        assert!(is_dangerous("npm_config_script_shell") && is_dangerous("R_PROFILE_USER"));
     }
 
     #[test]

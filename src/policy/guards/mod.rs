@@ -11,6 +11,6 @@ pub mod process;
 pub mod urls;
 
 pub use self::commands::{command_guard, CommandGuard, PatternError};
-pub use self::env::{check_env, check_not_secret};
+pub use self::env::{check_env, check_not_dangerous, check_not_secret, commands_restricted};
 pub use self::process::{check_process, check_signal, ALLOWED_SIGNALS};
 pub use self::urls::{Host, UrlPolicy, UrlRefusal};
