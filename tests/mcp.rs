@@ -15,6 +15,7 @@ struct Session<'a> {
     server: &'a TestServer,
     id: String,
     http: reqwest::Client,
+    token: &'a str,
 }
 
 fn request(server: &TestServer, http: &reqwest::Client, token: &str) -> reqwest::RequestBuilder {
@@ -36,18 +37,22 @@ fn messages(text: &str) -> Vec<Value> {
 
 impl<'a> Session<'a> {
     async fn open(server: &'a TestServer) -> Session<'a> {
+        Session::open_as(server, common::TOKEN).await
+    }
+
+    async fn open_as(server: &'a TestServer, token: &'a str) -> Session<'a> {
         let http = reqwest::Client::new();
-        let opened = request(server, &http, common::TOKEN).body(INITIALIZE).send().await.expect("initialize");
+        let opened = request(server, &http, token).body(INITIALIZE).send().await.expect("initialize");
         assert_eq!(opened.status().as_u16(), 200);
         let id = opened.headers()["mcp-session-id"].to_str().expect("id").to_string();
-        let session = Session { server, id, http };
+        let session = Session { server, id, http, token };
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         assert_eq!(session.post(&initialized).send().await.expect("initialized").status().as_u16(), 202);
         session
     }
 
     fn post(&self, message: &Value) -> reqwest::RequestBuilder {
-        request(self.server, &self.http, common::TOKEN)
+        request(self.server, &self.http, self.token)
             .header("mcp-session-id", &self.id)
             .header("mcp-protocol-version", "2025-06-18")
             .body(message.to_string())
@@ -105,6 +110,33 @@ async fn a_denied_tool_is_not_listed_and_its_call_is_refused_with_the_rule() {
         r#"endpoint="shell" identity="server" method="MCP" tool="run" decision="deny" status=404"#,
         Duration::from_secs(5),
     );
+}
+
+#[tokio::test]
+async fn tools_follow_the_callers_scopes_and_sessions_their_owner() {
+    let policy = json!({"auth": {"tokens": [
+        {"id": "admin", "scopes": ["*"], "token_env": "ABX_TEST_MCP_ADMIN"},
+        {"id": "reader", "scopes": ["files:read", "core:read"], "token_env": "ABX_TEST_MCP_READER"},
+    ]}});
+    let server = common::server()
+        .token(None)
+        .env("ABX_TEST_MCP_ADMIN", "admin-tok")
+        .env("ABX_TEST_MCP_READER", "reader-tok")
+        .env("ABX_SERVER_POLICY", &policy.to_string())
+        .start();
+    let reader = Session::open_as(&server, "reader-tok").await;
+    let listed = reader.call(1, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["read", "list", "stat", "find", "grep"]);
+    let refused = error_body(&reader.tool(2, "run", json!({"command": "true"})).await);
+    assert_eq!((refused["code"].as_str(), refused["scope"].as_str()), (Some("missing_scope"), Some("process:run")));
+    // The admin's session id in the reader's hands is an unknown session.
+    let admin = Session::open_as(&server, "admin-tok").await;
+    let stolen = Session { server: &server, id: admin.id.clone(), http: reqwest::Client::new(), token: "reader-tok" };
+    let message = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}});
+    assert_eq!(stolen.post(&message).send().await.expect("send").status().as_u16(), 404);
+    assert_eq!(admin.call(4, "tools/list", json!({})).await["result"]["tools"].as_array().map(Vec::len), Some(22));
 }
 
 #[tokio::test]
