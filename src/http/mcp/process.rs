@@ -168,7 +168,7 @@ pub async fn stdin(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, E
 
 /// The number of a signal named as the tool's schema allows.
 fn signal_number(value: Option<&Value>) -> Result<i32, ErrorData> {
-    let named = |name: &str| match name.trim().trim_start_matches("SIG").to_ascii_uppercase().as_str() {
+    let named = |name: &str| match name.trim().to_ascii_uppercase().trim_start_matches("SIG") {
         "TERM" => Some(15),
         "KILL" => Some(9),
         "INT" => Some(2),
