@@ -16,9 +16,9 @@ use crate::endpoints::Group;
 use crate::pty::TerminalSettings;
 
 /// Default API port (the reference's).
-pub const DEFAULT_PORT: u16 = 9000;
+pub const DEFAULT_PORT: u16 = crate::endpoints::Port::Api.default_number();
 /// Default PTY WebSocket port (the reference's).
-pub const DEFAULT_PTY_PORT: u16 = 9001;
+pub const DEFAULT_PTY_PORT: u16 = crate::endpoints::Port::Pty.default_number();
 /// Default boundary directory for paths (the reference's).
 pub const DEFAULT_BASE_DIR: &str = "/home/user";
 /// Config file read when none is named; a missing one is fine.
@@ -26,9 +26,9 @@ pub const DEFAULT_CONFIG_FILE: &str = "/etc/agent-sandbox/server.toml";
 /// Default grace for in-flight requests at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default code-interpreter port (the code-interpreter protocol's).
-pub const DEFAULT_CODE_PORT: u16 = 49999;
+pub const DEFAULT_CODE_PORT: u16 = crate::endpoints::Port::Code.default_number();
 /// Default envd data-plane port (the envd protocol's).
-pub const DEFAULT_ENVD_PORT: u16 = 49983;
+pub const DEFAULT_ENVD_PORT: u16 = crate::endpoints::Port::Envd.default_number();
 /// Default bound on live code contexts.
 pub const DEFAULT_CODE_MAX_CONTEXTS: usize = 32;
 /// Default idle lifetime of a code context.

@@ -114,6 +114,17 @@ impl Port {
             Port::Code => "code",
         }
     }
+
+    /// The port number the listener binds unless configured otherwise: the
+    /// reference server's and the protocols' own (`config` and the client use it).
+    pub const fn default_number(self) -> u16 {
+        match self {
+            Port::Api => 9000,
+            Port::Pty => 9001,
+            Port::Envd => 49983,
+            Port::Code => 49999,
+        }
+    }
 }
 
 /// What a signed envd `/files` URL may do: the operation its signature names.

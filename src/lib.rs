@@ -5,16 +5,32 @@
 //!
 //! # Layout
 //!
+//! Three build configurations share this crate (`Cargo.toml`'s features,
+//! `docs/client.md`): the daemon (`server`, on by default), the companion
+//! client alone (`client`), and the `abx` command line (`cli`). The client's
+//! side never imports a daemon module: the client-only build, which CI
+//! checks, does not contain them.
+//!
+//! Every configuration:
 //! - [`endpoints`]: the endpoint table, the single source of truth for ids,
 //!   bindings, groups, scopes and tunable limits.
+//! - [`api`]: the JSON wire types shared by handlers and the client.
+//! - [`codec`]: base64, shell-style argv splitting and joining, the
+//!   streaming UTF-8 decoder; leaves both sides use.
+//! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
+//!
+//! `client` and `cli`:
+//! - [`client`]: the companion async Rust client (native API,
+//!   code-interpreter protocol, envd's plain HTTP calls).
+//! - [`abx`]: the `abx` command line, on the client only.
+//!
+//! `server`, the daemon:
 //! - [`policy`]: authentication, the per-endpoint rules compiled from every
 //!   policy input, path scoping, rate limits and discovery. No HTTP.
 //! - [`http`]: the edge. The router is built from the table; one pipeline
 //!   authenticates and admits every request; handlers extract, call a
 //!   domain module and map the result; `http::error` writes every failure as
 //!   the reference's JSON error body.
-//! - [`api`]: the JSON wire types shared by handlers and [`client`].
-//! - [`client`]: the companion async Rust client.
 //! - [`environment`]: the environment children start with (server's minus
 //!   secrets, plus `POST /env` overrides).
 //! - [`metrics`]: the Prometheus metrics the pipeline records (no HTTP).
@@ -22,11 +38,11 @@
 //! - [`server`]: lifecycle: listeners, signals, graceful shutdown.
 //! - [`cli`]: `serve`, `healthcheck`, `check-config`, `version`.
 //! - [`process`]: supervised processes: the reaper that owns every child's
-//!   exit, process groups, `/shell` and background processes.
+//!   exit, process groups, `/shell` and background processes, bounded
+//!   output capture with cursors (no axum).
 //! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
 //! - [`system`]: system information, metrics, ports, packages and the
 //!   `/env` rules (no axum).
-//! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
 //! - [`python`]: how Python spells values (`repr`, `json.dumps`, type
 //!   names, `int()`/`float()`), so messages and hashes match the reference's.
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
@@ -38,33 +54,67 @@
 //!   on its own port (no axum in the domain).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
-//! - [`process`]: supervised processes: the reaper, process groups,
-//!   bounded output capture with cursors (no axum).
+//! - [`code`]: code execution: stateful contexts of the code-interpreter
+//!   port, one-shot runs and git helpers (no axum).
 //! - [`browser`]: the headless Chromium of the `browser` group over the
 //!   DevTools Protocol, every request held to the URL policy (no axum).
 
+// The layout above links every module; a build without some of them has no target for those links.
+#![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
+
+// Every configuration: the wire vocabulary both sides share. These modules
+// import nothing of the daemon (the client-only build checks it).
 pub mod api;
-pub mod browser;
-pub mod cli;
-pub mod client;
-pub mod code;
-pub mod commands;
-pub mod config;
+pub mod codec;
 pub mod endpoints;
-pub mod envd;
-pub mod environment;
-pub mod fs;
-pub mod http;
-pub mod logging;
-pub mod metrics;
-pub mod policy;
-pub mod process;
-pub mod pty;
-pub mod python;
-pub mod server;
-pub mod sys;
-pub mod system;
 pub mod time;
+
+// `client`: the companion client library.
+#[cfg(feature = "client")]
+pub mod client;
+
+// `cli`: the `abx` command line, on the client only.
+#[cfg(feature = "cli")]
+pub mod abx;
+
+// `server`: the daemon. A new module only the daemon needs goes here, under
+// the same attribute.
+#[cfg(feature = "server")]
+pub mod browser;
+#[cfg(feature = "server")]
+pub mod cli;
+#[cfg(feature = "server")]
+pub mod code;
+#[cfg(feature = "server")]
+pub mod commands;
+#[cfg(feature = "server")]
+pub mod config;
+#[cfg(feature = "server")]
+pub mod envd;
+#[cfg(feature = "server")]
+pub mod environment;
+#[cfg(feature = "server")]
+pub mod fs;
+#[cfg(feature = "server")]
+pub mod http;
+#[cfg(feature = "server")]
+pub mod logging;
+#[cfg(feature = "server")]
+pub mod metrics;
+#[cfg(feature = "server")]
+pub mod policy;
+#[cfg(feature = "server")]
+pub mod process;
+#[cfg(feature = "server")]
+pub mod pty;
+#[cfg(feature = "server")]
+pub mod python;
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "server")]
+pub mod sys;
+#[cfg(feature = "server")]
+pub mod system;
 
 /// Version reported by `version` and `/capabilities`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -332,3 +332,30 @@ async fn without_a_policy_loopback_and_private_names_are_refused_before_the_brow
     }
     assert!(browser_pids(&server).is_empty(), "refused before any browser started");
 }
+
+#[tokio::test]
+async fn the_companion_client_drives_the_page_with_typed_answers_and_errors() {
+    use agent_sandbox_server::api::ErrorCode;
+    use agent_sandbox_server::codec::base64;
+
+    let site = page_server();
+    let server = browser_server(&[]);
+    let client = server.client();
+    let page = client.browser_navigate(&format!("{site}/"), Some("load")).await.expect("navigate");
+    assert_eq!((page.title.as_str(), page.status), ("Test page", 200));
+    client.browser_type("#q", "typed text", true).await.expect("type");
+    assert_eq!(client.browser_evaluate("document.querySelector('#q').value").await.expect("evaluate"), "typed text");
+    client.browser_click("#b").await.expect("click");
+    assert_eq!(client.browser_content(false).await.expect("content").title, "clicked");
+    assert!(client.browser_content(true).await.expect("text").content.contains("Hello"));
+    let logs = client.browser_console().await.expect("console");
+    assert!(logs.iter().any(|l| l.kind == "error" && l.text == "bad thing"), "{logs:?}");
+    let shot = client.browser_screenshot(Some("h1"), false).await.expect("screenshot");
+    assert!(base64::decode(&shot.image_base64).expect("base64").starts_with(b"\x89PNG"));
+    let pdf = client.browser_pdf(None, false).await.expect("pdf");
+    assert!(base64::decode(&pdf.pdf_base64).expect("base64").starts_with(b"%PDF"));
+    let missing = client.browser_click("#nope").await.expect_err("no such element");
+    assert_eq!(missing.code(), Some(&ErrorCode::SelectorNotFound));
+    let denied = client.browser_navigate("http://169.254.169.254/latest/", None).await.expect_err("url policy");
+    assert_eq!((denied.status(), denied.code()), (Some(403), Some(&ErrorCode::UrlNotAllowed)));
+}

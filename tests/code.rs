@@ -66,15 +66,17 @@ async fn python_keeps_state_and_streams_in_order() {
     let server = common::start();
     let code = code(&server);
     let id = create(&code, "python").await;
-    let first = code.run(&in_context(&id, "import math\nx = 1\ndef f(v):\n    return v * 10")).await.expect("run");
+    let first =
+        code.run(&in_context(&id, "import math\nx = 1\ndef f(v):\n    return v * 10")).await.expect("run").lines;
     assert_eq!(first, [OutputLine::NumberOfExecutions { execution_count: 1 }]);
-    let lines = code.run(&in_context(&id, "x = x + 1; f(x) + math.floor(0.5)")).await.expect("run");
+    let lines = code.run(&in_context(&id, "x = x + 1; f(x) + math.floor(0.5)")).await.expect("run").lines;
     assert_eq!(lines[0], OutputLine::NumberOfExecutions { execution_count: 2 });
     assert_eq!(main_text(&lines).as_deref(), Some("20"));
     let lines = code
         .run(&in_context(&id, "import sys\nprint('a')\nprint('b', file=sys.stderr)\nprint('c')"))
         .await
-        .expect("run");
+        .expect("run")
+        .lines;
     let streams: Vec<(&str, &str)> = lines
         .iter()
         .filter_map(|l| match l {
@@ -86,19 +88,20 @@ async fn python_keeps_state_and_streams_in_order() {
         })
         .collect();
     assert_eq!(streams, [("stdout", "a\n"), ("stderr", "b\n"), ("stdout", "c\n")]);
-    let lines = code.run(&in_context(&id, "y = 1\nraise ValueError('bad value')")).await.expect("run");
+    let lines = code.run(&in_context(&id, "y = 1\nraise ValueError('bad value')")).await.expect("run").lines;
     let (name, value, traceback) = error(&lines).expect("error");
     assert_eq!((name.as_str(), value.as_str()), ("ValueError", "bad value"));
     assert!(traceback.contains("File \"<cell 4>\", line 2, in <module>"), "{traceback}");
     assert!(traceback.ends_with("ValueError: bad value\n"), "{traceback}");
-    let lines = code.run(&in_context(&id, "'text'")).await.expect("run");
+    let lines = code.run(&in_context(&id, "'text'")).await.expect("run").lines;
     assert_eq!(main_text(&lines).as_deref(), Some("text"), "quotes are unwrapped as the protocol does");
-    let lines = code.run(&in_context(&id, "x;")).await.expect("run");
+    let lines = code.run(&in_context(&id, "x;")).await.expect("run").lines;
     assert!(results(&lines).is_empty(), "a trailing semicolon silences the value");
     let lines = code
         .run(&in_context(&id, "import subprocess\nsubprocess.run(['echo', 'from a child'])\nprint('after')"))
         .await
-        .expect("run");
+        .expect("run")
+        .lines;
     assert_eq!(stdout(&lines), "from a child\nafter\n", "subprocess output comes before later prints");
 }
 
@@ -117,7 +120,7 @@ class Rich:
 display(Rich())
 Rich()
 "#;
-    let lines = code.run(&request(source)).await.expect("run");
+    let lines = code.run(&request(source)).await.expect("run").lines;
     let found = results(&lines);
     assert_eq!(found.len(), 2);
     assert!(!found[0].is_main_result && found[1].is_main_result);
@@ -137,12 +140,12 @@ async fn env_vars_are_data_scoped_to_one_execution() {
     let tricky = "it's \"quoted\"\nand $(not run)";
     let mut with_env = request("import os\nprint(os.environ['TRICKY'])");
     with_env.env_vars = Some([("TRICKY".to_string(), tricky.to_string())].into());
-    assert_eq!(stdout(&code.run(&with_env).await.expect("run")), format!("{tricky}\n"));
-    let lines = code.run(&request("import os\nos.environ.get('TRICKY', 'unset')")).await.expect("run");
+    assert_eq!(stdout(&code.run(&with_env).await.expect("run").lines), format!("{tricky}\n"));
+    let lines = code.run(&request("import os\nos.environ.get('TRICKY', 'unset')")).await.expect("run").lines;
     assert_eq!(main_text(&lines).as_deref(), Some("unset"));
     let mut failing = request("1/0");
     failing.env_vars = Some([("A".to_string(), "1".to_string())].into());
-    let (_, _, traceback) = error(&code.run(&failing).await.expect("run")).expect("error");
+    let (_, _, traceback) = error(&code.run(&failing).await.expect("run").lines).expect("error");
     assert!(traceback.contains("line 1,"), "variables do not shift line numbers: {traceback}");
     let mut bad = request("1");
     bad.env_vars = Some([("NOT-VALID".to_string(), "x".to_string())].into());
@@ -158,12 +161,12 @@ async fn a_timeout_interrupts_and_keeps_state() {
     let started = Instant::now();
     let mut slow = request("import time\nwhile True:\n    time.sleep(0.05)");
     slow.timeout = Some(0.5);
-    let lines = code.run(&slow).await.expect("run");
+    let lines = code.run(&slow).await.expect("run").lines;
     assert!(started.elapsed() < Duration::from_secs(5));
     let (name, _, traceback) = error(&lines).expect("error");
     assert_eq!(name, "TimeoutError");
     assert!(traceback.contains("KeyboardInterrupt"), "{traceback}");
-    assert_eq!(main_text(&code.run(&request("kept + 1")).await.expect("run")).as_deref(), Some("42"));
+    assert_eq!(main_text(&code.run(&request("kept + 1")).await.expect("run").lines).as_deref(), Some("42"));
 }
 
 #[tokio::test]
@@ -176,7 +179,7 @@ async fn a_client_that_goes_away_never_blocks_the_context() {
     drop(stream);
     let started = Instant::now();
     let lines = tokio::time::timeout(Duration::from_secs(10), code.run(&request("kept"))).await.expect("not blocked");
-    assert_eq!(main_text(&lines.expect("run")).as_deref(), Some("7"), "the state survived the interrupt");
+    assert_eq!(main_text(&lines.expect("run").lines).as_deref(), Some("7"), "the state survived the interrupt");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
 
@@ -202,12 +205,12 @@ async fn a_crashed_interpreter_is_reported_and_replaced() {
     let code = code(&server);
     let id = create(&code, "python").await;
     code.run(&in_context(&id, "x = 1")).await.expect("run");
-    let lines = code.run(&in_context(&id, "print('bye')\nimport os\nos._exit(3)")).await.expect("run");
+    let lines = code.run(&in_context(&id, "print('bye')\nimport os\nos._exit(3)")).await.expect("run").lines;
     assert_eq!(stdout(&lines), "bye\n");
     let (name, value, _) = error(&lines).expect("error");
     assert_eq!(name, "ContextDied");
     assert!(value.contains("exit status 3"), "{value}");
-    let lines = code.run(&in_context(&id, "x")).await.expect("run");
+    let lines = code.run(&in_context(&id, "x")).await.expect("run").lines;
     assert_eq!(lines[0], OutputLine::NumberOfExecutions { execution_count: 1 }, "a fresh interpreter");
     assert_eq!(error(&lines).map(|e| e.0).as_deref(), Some("NameError"));
 }
@@ -223,7 +226,7 @@ async fn restart_clears_state_and_keeps_the_working_directory() {
     assert_eq!(std::path::Path::new(&context.cwd), work);
     code.run(&in_context(&context.id, "x = 1\nimport os\nos.chdir('/')")).await.expect("run");
     code.restart_context(&context.id).await.expect("restart");
-    let lines = code.run(&in_context(&context.id, "import os\nprint(os.getcwd())\nx")).await.expect("run");
+    let lines = code.run(&in_context(&context.id, "import os\nprint(os.getcwd())\nx")).await.expect("run").lines;
     assert_eq!(stdout(&lines).trim(), work.to_str().expect("utf-8"));
     assert_eq!(error(&lines).map(|e| e.0).as_deref(), Some("NameError"));
 }
@@ -306,30 +309,30 @@ async fn javascript_and_bash_contexts_keep_state() {
     if has("node") {
         let id = create(&code, "javascript").await;
         code.run(&in_context(&id, "let n = 40; function add(a) { return n + a }")).await.expect("run");
-        let lines = code.run(&in_context(&id, "console.log('hi'); add(2)")).await.expect("run");
+        let lines = code.run(&in_context(&id, "console.log('hi'); add(2)")).await.expect("run").lines;
         assert_eq!((stdout(&lines).as_str(), main_text(&lines).as_deref()), ("hi\n", Some("42")));
-        let (name, value, _) = error(&code.run(&in_context(&id, "null.x")).await.expect("run")).expect("error");
+        let (name, value, _) = error(&code.run(&in_context(&id, "null.x")).await.expect("run").lines).expect("error");
         assert_eq!(name, "TypeError");
         assert!(value.contains("null"), "{value}");
         let mut spin = in_context(&id, "while (true) {}");
         spin.timeout = Some(0.3);
-        assert_eq!(error(&code.run(&spin).await.expect("run")).map(|e| e.0).as_deref(), Some("TimeoutError"));
-        assert_eq!(main_text(&code.run(&in_context(&id, "n")).await.expect("run")).as_deref(), Some("40"));
+        assert_eq!(error(&code.run(&spin).await.expect("run").lines).map(|e| e.0).as_deref(), Some("TimeoutError"));
+        assert_eq!(main_text(&code.run(&in_context(&id, "n")).await.expect("run").lines).as_deref(), Some("40"));
     } else {
         eprintln!("node is not installed: JavaScript contexts not tested");
     }
     let id = create(&code, "bash").await;
     code.run(&in_context(&id, "declare -A seen=([a]=1)\ncd /tmp\ncount=41")).await.expect("run");
-    let lines = code.run(&in_context(&id, "echo $((count + 1)) ${seen[a]} $PWD")).await.expect("run");
+    let lines = code.run(&in_context(&id, "echo $((count + 1)) ${seen[a]} $PWD")).await.expect("run").lines;
     assert_eq!(stdout(&lines), "42 1 /tmp\n");
-    let (name, value, _) = error(&code.run(&in_context(&id, "false")).await.expect("run")).expect("error");
+    let (name, value, _) = error(&code.run(&in_context(&id, "false")).await.expect("run").lines).expect("error");
     assert_eq!((name.as_str(), value.as_str()), ("ExitCode", "1"));
     let mut slow = in_context(&id, "f() { while :; do sleep 0.05; done; }\nf\necho not reached");
     slow.timeout = Some(0.3);
-    let lines = code.run(&slow).await.expect("run");
+    let lines = code.run(&slow).await.expect("run").lines;
     assert_eq!(error(&lines).map(|e| e.0).as_deref(), Some("TimeoutError"));
     assert_eq!(stdout(&lines), "");
-    assert_eq!(stdout(&code.run(&in_context(&id, "echo $count")).await.expect("run")), "41\n");
+    assert_eq!(stdout(&code.run(&in_context(&id, "echo $count")).await.expect("run").lines), "41\n");
 }
 
 #[tokio::test]
@@ -339,10 +342,10 @@ async fn default_contexts_are_shared_per_language() {
     code.run(&request("shared = 'yes'")).await.expect("run");
     let mut python = request("shared");
     python.language = Some("Python".into());
-    assert_eq!(main_text(&code.run(&python).await.expect("run")).as_deref(), Some("yes"));
+    assert_eq!(main_text(&code.run(&python).await.expect("run").lines).as_deref(), Some("yes"));
     let mut bash = request("echo ${shared:-none}");
     bash.language = Some("bash".into());
-    assert_eq!(stdout(&code.run(&bash).await.expect("run")), "none\n");
+    assert_eq!(stdout(&code.run(&bash).await.expect("run").lines), "none\n");
     let languages: Vec<String> = code.list_contexts().await.expect("list").into_iter().map(|c| c.language).collect();
     let mut expected = vec!["python", "bash"];
     if has("node") {
@@ -358,7 +361,7 @@ async fn shutdown_stops_every_interpreter() {
     let lines = code
         .run(&request("import os, subprocess\nchild = subprocess.Popen(['sleep', '60'])\nos.getpid(), child.pid"))
         .await;
-    let text = main_text(&lines.expect("run")).expect("pids");
+    let text = main_text(&lines.expect("run").lines).expect("pids");
     let pids: Vec<i32> = text.trim_matches(['(', ')']).split(", ").map(|p| p.parse().expect("pid")).collect();
     assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
     let status = server.signal_and_wait(nix::sys::signal::Signal::SIGTERM, Duration::from_secs(10));
@@ -419,13 +422,13 @@ fn abx_streams_code_and_manages_contexts() {
 async fn too_large_results_fail_the_cell_clearly() {
     let server = common::start();
     let code = code(&server);
-    let lines = code.run(&request("display('x' * (40 << 20))\nprint('not reached')")).await.expect("run");
+    let lines = code.run(&request("display('x' * (40 << 20))\nprint('not reached')")).await.expect("run").lines;
     let (name, value, traceback) = error(&lines).expect("an error");
     assert_eq!(name, "ResultTooLarge");
     assert!(value.contains("over the 32.0 MiB result limit"), "{value}");
     assert!(traceback.contains("line 1, in <module>"), "{traceback}");
     assert_eq!(stdout(&lines), "");
-    let lines = code.run(&request("{'fine': [1, float('nan')]}")).await.expect("run");
+    let lines = code.run(&request("{'fine': [1, float('nan')]}")).await.expect("run").lines;
     assert_eq!(results(&lines)[0].json, Some(serde_json::json!({"fine": [1, null]})));
 }
 
@@ -466,8 +469,8 @@ async fn other_languages_run_when_installed_and_are_named_when_not() {
             continue;
         }
         let id = create(&code, language).await;
-        assert_eq!(error(&code.run(&in_context(&id, setup)).await.expect("run")), None, "{language}");
-        let lines = code.run(&in_context(&id, check)).await.expect("run");
+        assert_eq!(error(&code.run(&in_context(&id, setup)).await.expect("run").lines), None, "{language}");
+        let lines = code.run(&in_context(&id, check)).await.expect("run").lines;
         assert_eq!(main_text(&lines).as_deref(), Some(expected), "{language}: {lines:?}");
     }
 }

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agent_sandbox_server::api::code::CodeRunRequest;
+use agent_sandbox_server::api::ErrorCode;
 use common::TestServer;
 use serde_json::{json, Value};
 
@@ -128,7 +129,7 @@ async fn git_status_and_diff_describe_the_repository() {
     assert_eq!(err.status(), Some(400));
     assert!(err.to_string().contains("not a git repository"), "{err}");
     let err = client.git_status("/").await.expect_err("outside the base");
-    assert_eq!((err.status(), err.code()), (Some(403), Some("path_not_allowed")));
+    assert_eq!((err.status(), err.code()), (Some(403), Some(&ErrorCode::PathNotAllowed)));
 }
 
 fn which(program: &str) -> bool {

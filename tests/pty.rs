@@ -12,7 +12,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::{PtyCreateRequest, PtyMessage};
+use agent_sandbox_server::api::{ErrorCode, PtyCreateRequest, PtyMessage};
 use agent_sandbox_server::client::{Client, PtyConnection};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -269,8 +269,8 @@ async fn the_websocket_handshake_refuses_with_http_statuses() {
     let created = client.pty_create(&sh()).await.expect("create");
     let anonymous = Client::builder(&server.url).build().expect("client");
     let err = anonymous.pty_connect(&created.ws_url).await.expect_err("no token");
-    assert_eq!((err.status(), err.code()), (Some(401), Some("unauthorized")));
-    let wrong = Client::builder(&server.url).token(Some("wrong".into())).build().expect("client");
+    assert_eq!((err.status(), err.code()), (Some(401), Some(&ErrorCode::Unauthorized)));
+    let wrong = Client::builder(&server.url).token(Some("wrong")).build().expect("client");
     assert_eq!(wrong.pty_connect(&created.ws_url).await.expect_err("wrong token").status(), Some(401));
     // An unknown session: accepted, then closed with a reason, as the reference (its client reports it closed).
     let mut unknown = client.pty_connect(&server_url(&server, "nope")).await.expect("accepted");

@@ -8,6 +8,7 @@ mod common;
 
 use std::process::Command;
 
+use agent_sandbox_server::api::ErrorCode;
 use serde_json::{json, Value};
 
 async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
@@ -113,7 +114,7 @@ async fn refused_assignments_answer_as_the_reference() {
     }
     assert_eq!(send(post(json!({}))).await, (200, json!({"updated": []})));
     let err = server.client().set_env([("OK_1", "1"), ("abx_x", "2")]).await.expect_err("refused");
-    assert_eq!((err.status(), err.code()), (Some(403), Some("env_var_denied")));
+    assert_eq!((err.status(), err.code()), (Some(403), Some(&ErrorCode::EnvVarDenied)));
     assert!(server.client().env(&["OK_1"]).await.expect("env").is_empty(), "nothing is set when one is refused");
 }
 

@@ -96,6 +96,28 @@ pub struct ExecuteRequest {
     pub timeout: Option<f64>,
 }
 
+impl ExecuteRequest {
+    /// `code` in the default context of the default language (Python).
+    ///
+    /// ```
+    /// let request = agent_sandbox_server::api::code::ExecuteRequest::new("1 + 1");
+    /// assert_eq!((request.code.as_str(), request.context_id), ("1 + 1", None));
+    /// ```
+    pub fn new(code: impl Into<String>) -> Self {
+        ExecuteRequest { code: code.into(), ..ExecuteRequest::default() }
+    }
+
+    /// `code` in the context `context_id`.
+    ///
+    /// ```
+    /// let request = agent_sandbox_server::api::code::ExecuteRequest::in_context("c1", "x");
+    /// assert_eq!(request.context_id.as_deref(), Some("c1"));
+    /// ```
+    pub fn in_context(context_id: &str, code: impl Into<String>) -> Self {
+        ExecuteRequest { code: code.into(), context_id: Some(context_id.to_string()), ..ExecuteRequest::default() }
+    }
+}
+
 /// `POST /contexts` request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateContextRequest {

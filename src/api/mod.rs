@@ -17,7 +17,7 @@ pub mod system;
 
 pub use self::commands::{CommandArgInfo, CommandInfo, CommandList, CommandResult};
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
-pub use self::error::ErrorBody;
+pub use self::error::{ErrorBody, ErrorCode};
 pub use self::pty::{
     PtyClientMessage, PtyClosed, PtyCreateRequest, PtyCreated, PtyMessage, PtyResizeRequest, PtySessionInfo,
     PtySessionList,

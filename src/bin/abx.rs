@@ -1,5 +1,5 @@
 //! The `abx` companion command line; everything lives in the library.
 
 fn main() -> std::process::ExitCode {
-    agent_sandbox_server::cli::client::main()
+    agent_sandbox_server::abx::main()
 }

@@ -1,10 +1,9 @@
 //! The command line: `serve` (the default), `healthcheck`, `check-config`, `version`.
 //!
 //! Same verbs and flags as the reference server's CLI; a bare invocation
-//! (with or without serve flags) serves. [`client`] is the `abx` companion CLI.
+//! (with or without serve flags) serves. The `abx` companion CLI is [`crate::abx`].
 
 mod check_config;
-pub mod client;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -112,7 +111,9 @@ fn healthcheck(args: &HealthcheckArgs) -> ExitCode {
         .build()
         .map(|rt| {
             rt.block_on(async {
-                let Ok(client) = crate::client::Client::builder(&url).timeout(timeout).build() else {
+                // One attempt: a probe reports the state now; its caller retries.
+                let builder = crate::client::Client::builder(&url).timeout(timeout);
+                let Ok(client) = builder.retry(crate::client::RetryPolicy::NEVER).build() else {
                     return false;
                 };
                 client.health().await.unwrap_or(false)

@@ -6,21 +6,39 @@ use super::{Client, ClientError};
 use crate::api::{CommandInfo, CommandList, CommandResult};
 
 impl Client {
-    /// `GET /commands`: the commands this client may run.
+    /// `GET /commands`: the registered commands this client may run.
     ///
     /// # Errors
     /// Transport errors and error answers.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// for command in client.commands().await? {
+    ///     println!("{}: {}", command.name, command.description);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn commands(&self) -> Result<Vec<CommandInfo>, ClientError> {
         let list: CommandList = self.call("list_commands", &[], &[], None::<&()>).await?;
         Ok(list.commands)
     }
 
-    /// `POST /commands/{name}`: runs a command with `args`; returns its result
-    /// (JSON when the command printed JSON, else its text).
+    /// `POST /commands/{name}`: runs a registered command with `args`;
+    /// returns its result (JSON when the command printed JSON, else its text).
     ///
     /// # Errors
-    /// 404 unknown command, 400 refused arguments (`ValueError`/`TypeError`),
+    /// 404 `command_not_found`, 400 refused arguments (`ValueError`/`TypeError`),
     /// 500 failure or timeout (`TimeoutError`), transport errors.
+    ///
+    /// ```no_run
+    /// use serde_json::{json, Map, Value};
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let mut args = Map::new();
+    /// args.insert("environment".into(), json!("staging"));
+    /// let result: Value = client.run_command("deploy", &args).await?;
+    /// println!("{result}");
+    /// # Ok(()) }
+    /// ```
     pub async fn run_command(&self, name: &str, args: &Map<String, Value>) -> Result<Value, ClientError> {
         let answer: CommandResult = self.call("run_command", &[("name", name)], &[], Some(args)).await?;
         Ok(answer.result)

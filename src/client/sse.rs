@@ -1,4 +1,6 @@
-//! A minimal server-sent events reader over a streaming response.
+//! A minimal server-sent events reader over a streaming response: the
+//! framing of `/shell/stream`, `/files/watch` and other SSE endpoints, for
+//! endpoints this client does not wrap.
 
 use bytes::{Buf, BytesMut};
 use futures_util::{Stream, StreamExt};
@@ -6,6 +8,13 @@ use futures_util::{Stream, StreamExt};
 use super::ClientError;
 
 /// One event: its name (`message` when unnamed) and its data lines joined by `\n`.
+///
+/// ```
+/// use agent_sandbox_server::client::sse::SseEvent;
+///
+/// let event = SseEvent { event: "stdout".into(), data: r#"{"data":"hi"}"#.into() };
+/// assert_eq!(event.event, "stdout");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field.
@@ -50,6 +59,20 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// The events of an SSE response, in order; ends with the response.
+///
+/// ```no_run
+/// use futures_util::StreamExt;
+/// use agent_sandbox_server::client::sse;
+/// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+/// let query = [("path", "logs".to_string()), ("timeout", "5".to_string())];
+/// let response = client.request("files_watch", &[], &query)?.send().await.map_err(agent_sandbox_server::client::ClientError::Transport)?;
+/// let mut events = std::pin::pin!(sse::events(response));
+/// while let Some(event) = events.next().await {
+///     let event = event?;
+///     println!("{}: {}", event.event, event.data);
+/// }
+/// # Ok(()) }
+/// ```
 pub fn events(response: reqwest::Response) -> impl Stream<Item = Result<SseEvent, ClientError>> + Send {
     let body = response.bytes_stream().boxed();
     futures_util::stream::unfold((body, Parser::default()), |(mut body, mut parser)| async move {

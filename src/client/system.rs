@@ -13,6 +13,13 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors and error answers.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let info = client.system_info().await?;
+    /// println!("{} CPUs", info.cpu_count);
+    /// # Ok(()) }
+    /// ```
     pub async fn system_info(&self) -> Result<SystemInfo, ClientError> {
         self.call("system_info", &[], &[], None::<&()>).await
     }
@@ -21,6 +28,13 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors and error answers.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let metrics = client.system_metrics().await?;
+    /// println!("{:?}", metrics.memory_percent);
+    /// # Ok(()) }
+    /// ```
     pub async fn system_metrics(&self) -> Result<SystemMetrics, ClientError> {
         self.call("system_metrics", &[], &[], None::<&()>).await
     }
@@ -30,6 +44,13 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors and error answers.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let vars = client.env(&["PATH", "LANG"]).await?;
+    /// println!("{:?}", vars.get("PATH"));
+    /// # Ok(()) }
+    /// ```
     pub async fn env(&self, names: &[&str]) -> Result<BTreeMap<String, String>, ClientError> {
         let query = if names.is_empty() { Vec::new() } else { vec![("filter", names.join(","))] };
         let answer: EnvVariables = self.call("env_get", &[], &query, None::<&()>).await?;
@@ -42,6 +63,13 @@ impl Client {
     /// # Errors
     /// Transport errors and refusals (`env_invalid`, `env_var_denied`,
     /// `env_var_not_allowed`, protected variables).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let set = client.set_env([("CI", "1"), ("RUST_LOG", "info")]).await?;
+    /// assert_eq!(set, ["CI", "RUST_LOG"]);
+    /// # Ok(()) }
+    /// ```
     pub async fn set_env<K: Into<String>, V: Into<String>>(
         &self,
         vars: impl IntoIterator<Item = (K, V)>,
@@ -54,6 +82,12 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors and error answers.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let serving = client.ports().await?.iter().any(|p| p.port == 8000);
+    /// # let _ = serving; Ok(()) }
+    /// ```
     pub async fn ports(&self) -> Result<Vec<ListeningPort>, ClientError> {
         let answer: PortList = self.call("ports", &[], &[], None::<&()>).await?;
         Ok(answer.listening)
@@ -63,6 +97,13 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors and error answers (an unknown manager is a 400).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: agent_sandbox_server::client::Client) -> Result<(), agent_sandbox_server::client::ClientError> {
+    /// let pip = client.packages("pip").await?;
+    /// println!("{} Python packages", pip.packages.len());
+    /// # Ok(()) }
+    /// ```
     pub async fn packages(&self, manager: &str) -> Result<PackageList, ClientError> {
         self.call("packages", &[], &[("manager", manager.to_string())], None::<&()>).await
     }

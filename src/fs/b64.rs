@@ -15,9 +15,10 @@ use std::sync::Arc;
 use base64::Engine;
 use bytes::Bytes;
 
-use super::upload::{spawn_writer, Feeder, Writer, BASE64};
+use super::upload::{spawn_writer, Feeder, Writer};
 use super::write::{AtomicFile, Committed};
 use super::{FsError, WritePolicy};
+use crate::codec::base64::BASE64;
 
 /// Characters of base64 text decoded at a time (a multiple of 4; small in
 /// unit tests, so that small bodies cross piece boundaries).

@@ -1,6 +1,6 @@
 //! Files: the domain behind the `file_ops` endpoints. No HTTP here.
 //!
-//! Every operation starts from a path the policy's [`PathGuard`] resolved
+//! Every operation starts from a path the policy's [`PathGuard`](crate::policy::PathGuard) resolved
 //! and authorised, then touches the file system only through descriptors
 //! opened beneath the allowed root without following symlinks
 //! ([`safe`]), so a symlink swapped in between the check and the use cannot
@@ -16,7 +16,7 @@
 //!   search, archive and the tree checks.
 //! - [`list`], [`ops`], [`search`]: listing and stat; mkdir, delete, move;
 //!   name and content search.
-//! - [`write`]: atomic writes (unnamed temp file, optional sync, link or rename into
+//! - [`write`](mod@write): atomic writes (unnamed temp file, optional sync, link or rename into
 //!   place); [`upload`]: streamed and resumable uploads ([`Files`]);
 //!   [`b64`]: base64 of the JSON transfers, SIMD, decoded as it arrives.
 //! - [`inflate`]: gzip upload bodies inflated in bounded steps, within a ratio.

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -32,14 +31,6 @@ use crate::policy::{Denial, PathGuard};
 pub const SESSION_TTL: Duration = Duration::from_secs(3600);
 /// Resumable uploads in progress at once.
 pub const MAX_SESSIONS: usize = 64;
-
-/// Standard base64 with padding, tolerant of non-zero trailing bits (as Python's decoder).
-pub const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_decode_allow_trailing_bits(true)
-        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
-);
 
 /// What the policy allows an upload.
 #[derive(Debug, Clone, Default)]

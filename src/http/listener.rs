@@ -7,7 +7,7 @@
 //! authenticate (anything else gets 503 and the connection is closed), so a
 //! flood of anonymous or half-open connections cannot lock out probes and
 //! the orchestrator; past `max_connections` it is answered 503 at once,
-//! unread, and closed. Each connection's timeouts are [`super::conn`]'s.
+//! unread, and closed. Each connection's timeouts are `conn`'s.
 //!
 //! When `accept` fails because the process is out of descriptors, the loop
 //! gives back one it keeps in reserve (on `/dev/null`), takes the waiting

@@ -48,7 +48,7 @@ impl Grant {
         self.0.user.as_deref()
     }
 
-    /// The grant of the endpoint's [`Endpoint::also`], for a call that asks
+    /// The grant of the endpoint's `also` ([`Endpoint`]), for a call that asks
     /// for more than its own endpoint gives (envd `Start` with a terminal):
     /// that rule must be enabled and its scopes held too. Its rate and
     /// concurrency limits are not taken again.

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use nix::unistd::{Gid, Uid, User};
 
-use super::split::split;
 use super::ProcessError;
 use crate::api::process::ExecRequest;
+use crate::codec::shlex::split;
 use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
 use crate::policy::guards::{

@@ -9,7 +9,8 @@
 //! - [`table`]: background processes (`/process/*`): stdin, signals, and
 //!   bounded, cursor-addressable output.
 //! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
-//! - [`split`]: the reference's shell-style argv splitting.
+//! - Command lines are split shell-style by [`crate::codec::shlex`], which
+//!   the client shares.
 //!
 //! Nothing here knows about HTTP.
 
@@ -17,7 +18,6 @@ pub mod exec;
 pub mod output;
 pub mod reaper;
 pub mod run;
-pub mod split;
 pub mod table;
 
 use std::io;

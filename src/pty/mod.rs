@@ -9,7 +9,7 @@
 //!
 //! - [`request`]: the checks of create and resize bodies and WebSocket messages.
 //! - [`session`]: one session, its output pump and attachments.
-//! - [`scrollback`]: the output ring and the streaming UTF-8 decoder.
+//! - [`scrollback`]: the output ring (decoded with `codec::utf8`).
 //! - [`spawn`]: the one place a shell is started.
 
 pub mod request;

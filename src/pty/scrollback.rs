@@ -1,5 +1,6 @@
 //! A terminal's output history: a bounded byte ring addressed by absolute
-//! offsets, and a streaming UTF-8 decoder that never splits a character.
+//! offsets. Readers decode what they read with [`crate::codec::utf8`],
+//! which never splits a character.
 //!
 //! Every byte the terminal ever wrote has an offset (0, 1, 2, ...). The ring
 //! keeps the newest `capacity` of them; a reader remembers the offset it
@@ -70,73 +71,6 @@ impl Scrollback {
     }
 }
 
-/// Decodes a byte stream to text chunk by chunk: a character split across
-/// chunks is held back until it is complete; invalid bytes become U+FFFD.
-#[derive(Debug, Default)]
-pub struct Utf8Decoder {
-    pending: Vec<u8>,
-    resync: bool,
-}
-
-impl Utf8Decoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Forgets a held-back partial character and drops continuation bytes at
-    /// the start of the next chunk (the stream was entered mid-way).
-    pub fn resync(&mut self) {
-        self.pending.clear();
-        self.resync = true;
-    }
-
-    /// The text of `bytes`, plus what was held back, minus an incomplete last character.
-    pub fn decode(&mut self, bytes: &[u8]) -> String {
-        let mut bytes = bytes;
-        if self.resync {
-            let skip = bytes.iter().take(3).take_while(|b| is_continuation(**b)).count();
-            bytes = &bytes[skip..];
-            self.resync = bytes.is_empty();
-        }
-        self.pending.extend_from_slice(bytes);
-        let complete = complete_prefix(&self.pending);
-        let text = String::from_utf8_lossy(&self.pending[..complete]).into_owned();
-        self.pending.drain(..complete);
-        text
-    }
-
-    /// Whatever is held back, decoded as it is (at the end of the stream).
-    pub fn finish(&mut self) -> String {
-        let text = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
-        text
-    }
-}
-
-fn is_continuation(byte: u8) -> bool {
-    byte & 0xC0 == 0x80
-}
-
-/// Length of `bytes` without a trailing, possibly valid but incomplete character.
-fn complete_prefix(bytes: &[u8]) -> usize {
-    let len = bytes.len();
-    for back in 1..=len.min(4) {
-        let byte = bytes[len - back];
-        if is_continuation(byte) {
-            continue;
-        }
-        let needed = match byte {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return len,
-        };
-        return if back < needed { len - back } else { len };
-    }
-    len
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,32 +87,5 @@ mod tests {
         assert_eq!(ring.read(6, 10), Chunk { skipped: 0, bytes: Vec::new(), next: 6 });
         ring.push(b"0123456789");
         assert_eq!(ring.read(6, 10), Chunk { skipped: 6, bytes: b"6789".to_vec(), next: 16 });
-    }
-
-    #[test]
-    fn characters_split_across_chunks_are_held_back() {
-        let text = "é€😀x";
-        let bytes = text.as_bytes();
-        for split in 0..=bytes.len() {
-            let mut decoder = Utf8Decoder::new();
-            let mut out = decoder.decode(&bytes[..split]);
-            out += &decoder.decode(&bytes[split..]);
-            assert_eq!(out, text, "split at {split}");
-        }
-    }
-
-    #[test]
-    fn invalid_bytes_become_replacement_characters() {
-        let mut decoder = Utf8Decoder::new();
-        assert_eq!(decoder.decode(b"a\xffb"), "a\u{FFFD}b");
-        assert_eq!(decoder.decode(b"\xe2\x82"), "");
-        assert_eq!(decoder.finish(), "\u{FFFD}");
-    }
-
-    #[test]
-    fn a_stream_entered_mid_character_starts_at_the_next_one() {
-        let mut decoder = Utf8Decoder::new();
-        decoder.resync();
-        assert_eq!(decoder.decode(&"€z".as_bytes()[1..]), "z");
     }
 }

@@ -22,9 +22,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::scrollback::{Scrollback, Utf8Decoder};
+use super::scrollback::Scrollback;
 use super::spawn::{ExitFuture, ShellExit, SpawnedShell};
 use crate::api::PtySessionInfo;
+use crate::codec::utf8::Utf8Decoder;
 use crate::process::Job;
 
 /// How long an attached connection may leave output unread before the shell stops waiting for it.

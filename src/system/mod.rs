@@ -8,7 +8,7 @@
 //! - [`ports`]: listening TCP sockets and their processes.
 //! - [`packages`]: pip, npm and dpkg listings.
 //! - [`run`]: the bounded program runner the listings use.
-//! - [`env`]: `GET /env` and `POST /env` over [`crate::environment::ChildEnv`].
+//! - [`env`](mod@env): `GET /env` and `POST /env` over [`crate::environment::ChildEnv`].
 //!
 //! Everything reads `/proc` and `/sys` directly: a general crate such as
 //! `sysinfo` would scan every process on refresh and cost more memory and

@@ -6,20 +6,20 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// `POST /init` body (fields this server does not use are ignored).
-#[derive(Default, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct InitRequest {
     /// Variables every later process gets.
-    #[serde(alias = "env_vars")]
+    #[serde(alias = "env_vars", skip_serializing_if = "Option::is_none")]
     pub env_vars: Option<BTreeMap<String, String>>,
     /// The envd access token from now on.
-    #[serde(alias = "access_token")]
+    #[serde(alias = "access_token", skip_serializing_if = "Option::is_none")]
     pub access_token: Option<String>,
     /// User processes and file operations run as when a request names none.
-    #[serde(alias = "default_user")]
+    #[serde(alias = "default_user", skip_serializing_if = "Option::is_none")]
     pub default_user: Option<String>,
     /// Working directory of processes (and the path of empty paths) when a request names none.
-    #[serde(alias = "default_workdir")]
+    #[serde(alias = "default_workdir", skip_serializing_if = "Option::is_none")]
     pub default_workdir: Option<String>,
 }
 

@@ -238,6 +238,6 @@ mod tests {
     fn command_lines_split_back_into_the_same_words() {
         let argv: Vec<String> = ["/bin/bash", "-l", "-c", "echo 'hi' \"$X\" && ls", "", "a b"].map(String::from).into();
         let line = command_line(&argv);
-        assert_eq!(crate::process::split::split(&line).expect("splits"), argv);
+        assert_eq!(crate::codec::shlex::split(&line).expect("splits"), argv);
     }
 }

@@ -1,15 +1,15 @@
 //! The front door: the pipeline every route of every port runs behind.
 //!
-//! For each request, in order: authenticate ([`credentials`]: every
+//! For each request, in order: authenticate (`credentials`: every
 //! credential form, one parser), decide (one [`PolicyEngine::admit_as`]:
 //! enabled, scopes, rate and concurrency in the governing endpoint's
 //! buckets), bound the body (a declared size over the limit is answered 413
 //! at once), hand the [`Grant`] to the handler, and write one access line,
 //! one audit line (as the rule's `audit` asks) and the metrics. A refusal
-//! is one [`Denial`], rendered in the port's own protocol ([`render`]).
+//! is one [`Denial`], rendered in the port's own protocol (`render`).
 //!
 //! Routers attach it to each route with the route's [`Endpoint`]
-//! ([`layer`]), so it knows which rule applies without matching again.
+//! ([`guarded`]), so it knows which rule applies without matching again.
 
 mod body;
 mod credentials;

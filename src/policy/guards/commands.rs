@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use super::super::{Denial, Grant, Op, ParamValue, PathGuard};
+use crate::codec::shlex::split;
 use crate::endpoints::Param;
-use crate::process::split::split;
 
 /// Most argv elements accepted.
 pub const MAX_ARGV: usize = 256;

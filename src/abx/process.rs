@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use super::{print_json, Failure};
 use crate::api::process::{ExecRequest, ShellEvent};
 use crate::client::Client;
-use crate::process::split::join;
+use crate::codec::shlex::join;
 
 /// How a command is run (shared by `exec` and `start`).
 #[derive(Debug, Clone, Args)]

@@ -1,6 +1,10 @@
 //! `abx`: the companion command line, driving a server from outside with the
 //! companion client.
 //!
+//! Built by the `cli` feature on [`crate::client`], the wire types and
+//! [`crate::codec`] only: the `cli` build contains none of the daemon's
+//! modules, so nothing here can import one.
+//!
 //! Verbs are grouped by domain, one file each (`core.rs`, ...), and
 //! flattened into one command. URL and token come from `--url`/`--token` or
 //! `ABX_SERVER_URL`/`ABX_SERVER_TOKEN`. Every failure prints one line to

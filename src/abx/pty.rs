@@ -9,7 +9,7 @@
 use std::io::{IsTerminal, Read};
 
 use clap::Subcommand;
-use nix::sys::termios::{self, SetArg, Termios};
+use rustix::termios::{self, OptionalActions, Termios};
 use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::{parse_assignment, print_list, Failure};
 use crate::api::{PtyClientMessage, PtyCreateRequest};
 use crate::client::{pty_url, Client};
-use crate::pty::scrollback::Utf8Decoder;
+use crate::codec::utf8::Utf8Decoder;
 
 /// Terminal verbs.
 #[derive(Debug, Subcommand)]
@@ -93,7 +93,7 @@ fn default_pty_base(api: &str) -> String {
         Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or(v6)),
         None => authority.split(':').next().unwrap_or(authority).to_string(),
     };
-    format!("ws://{host}:{}", crate::config::DEFAULT_PTY_PORT)
+    format!("ws://{host}:{}", crate::endpoints::Port::Pty.default_number())
 }
 
 /// The local terminal's size, or 80x24.
@@ -115,8 +115,8 @@ impl RawMode {
         }
         let Ok(saved) = termios::tcgetattr(&stdin) else { return RawMode(None) };
         let mut raw = saved.clone();
-        termios::cfmakeraw(&mut raw);
-        match termios::tcsetattr(&stdin, SetArg::TCSANOW, &raw) {
+        raw.make_raw();
+        match termios::tcsetattr(&stdin, OptionalActions::Now, &raw) {
             Ok(()) => RawMode(Some(saved)),
             Err(_) => RawMode(None),
         }
@@ -126,7 +126,7 @@ impl RawMode {
 impl Drop for RawMode {
     fn drop(&mut self) {
         if let Some(saved) = self.0.take() {
-            let _ = termios::tcsetattr(std::io::stdin(), SetArg::TCSADRAIN, &saved);
+            let _ = termios::tcsetattr(std::io::stdin(), OptionalActions::Drain, &saved);
         }
     }
 }

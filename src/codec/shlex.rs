@@ -7,8 +7,28 @@
 //! escape nothing. General-purpose crates follow the POSIX shell instead
 //! (comments, `\$` in double quotes), which would change argv, hence this
 //! small state machine. [`quote`] is the inverse (Python's `shlex.quote`).
+//!
+//! The daemon splits `/shell` command lines with [`split`]; `abx exec`
+//! joins its words with [`join`] so the daemon sees the same argv.
+//!
+//! ```
+//! use agent_sandbox_server::codec::shlex::{join, split};
+//!
+//! let argv = ["grep", "-rn", "it's here", "#tag"];
+//! let line = join(&argv);
+//! assert_eq!(line, r#"grep -rn 'it'"'"'s here' '#tag'"#);
+//! assert_eq!(split(&line).unwrap(), argv);
+//! ```
 
 /// Why a command line cannot be split; the messages are Python's.
+///
+/// ```
+/// use agent_sandbox_server::codec::shlex::{split, SplitError};
+///
+/// let err = split("echo \\").unwrap_err();
+/// assert_eq!(err, SplitError::NoEscapedCharacter);
+/// assert_eq!(err.to_string(), "No escaped character");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SplitError {
     /// A quote was opened and never closed.
@@ -41,6 +61,13 @@ fn is_space(c: char) -> bool {
 ///
 /// # Errors
 /// An unclosed quote or a trailing backslash.
+///
+/// ```
+/// use agent_sandbox_server::codec::shlex::{split, SplitError};
+///
+/// assert_eq!(split(r#"echo "a b" c\ d"#).unwrap(), ["echo", "a b", "c d"]);
+/// assert_eq!(split("echo 'open"), Err(SplitError::NoClosingQuotation));
+/// ```
 pub fn split(line: &str) -> Result<Vec<String>, SplitError> {
     let mut words = Vec::new();
     let mut token = String::new();
@@ -101,6 +128,14 @@ pub fn split(line: &str) -> Result<Vec<String>, SplitError> {
 }
 
 /// Quotes `word` so that [`split`] (and a POSIX shell) read it back as one word.
+///
+/// ```
+/// use agent_sandbox_server::codec::shlex::quote;
+///
+/// assert_eq!(quote("plain.txt"), "plain.txt");
+/// assert_eq!(quote("two words"), "'two words'");
+/// assert_eq!(quote(""), "''");
+/// ```
 pub fn quote(word: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c);
     if word.is_empty() {
@@ -113,6 +148,10 @@ pub fn quote(word: &str) -> String {
 }
 
 /// Joins words into one line that [`split`] turns back into the same words.
+///
+/// ```
+/// assert_eq!(agent_sandbox_server::codec::shlex::join(&["ls", "-l", "my dir"]), "ls -l 'my dir'");
+/// ```
 pub fn join<S: AsRef<str>>(words: &[S]) -> String {
     words.iter().map(|w| quote(w.as_ref())).collect::<Vec<_>>().join(" ")
 }
