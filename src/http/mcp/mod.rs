@@ -104,7 +104,7 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
         if live >= MAX_SESSIONS {
             let message = format!("Too many MCP sessions (at most {MAX_SESSIONS}); end one with DELETE /mcp");
             return Err(
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("mcp_sessions")
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("session_limit")
             );
         }
     }
