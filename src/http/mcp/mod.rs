@@ -7,7 +7,7 @@
 //! credentials) and bounds the body. Each tool is then decided again by the
 //! rule of the endpoint of the same power ([`tools::TOOLS`]): a tool the
 //! caller may not use is not listed, and calling it is refused by
-//! [`pipeline::admit_call`] with the rule named, audited like an HTTP call.
+//! [`admit_call`](super::pipeline::admit_call) with the rule named, audited like an HTTP call.
 //!
 //! Nothing here is built until the first `/mcp` request. The host check of
 //! the SDK is off (a platform's proxy forwards under its own host name): the
