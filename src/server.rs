@@ -277,7 +277,8 @@ async fn start_envd(
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let scrollback = config.terminals.scrollback_bytes;
-    let envd = Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback));
+    let envd =
+        Arc::new(Envd::new(Arc::clone(&state.env), shutdown.clone(), scrollback, state.processes.registry().clone()));
     let connections = connections(config, &state.engine);
     let router = http::envd::router(EnvdState { app: state.clone(), envd });
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));

@@ -195,6 +195,24 @@ async fn failures_timeouts_and_floods_are_500s_as_the_reference() {
 }
 
 #[tokio::test]
+async fn the_programs_exit_ends_a_command_and_its_background_child() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bg = dir.path().join("bg");
+    let config = format!(
+        "[[commands]]\nname = \"started\"\nargv = [\"/bin/sh\", \"-c\", 'sleep 40 & echo $! > {}; echo started']\ntimeout_seconds = 30\n",
+        bg.display()
+    );
+    let path = dir.path().join("server.toml");
+    std::fs::write(&path, config).expect("config");
+    let server = common::server().args(["--config".to_string(), path.display().to_string()]).start();
+    let started = std::time::Instant::now();
+    assert_eq!(run(&server, "started", json!({})).await, (200, json!({"result": "started"})));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "answered at the exit: {:?}", started.elapsed());
+    let pid = common::pid_in(&bg).await;
+    assert!(common::pid_gone(pid, std::time::Duration::from_secs(5)).await, "the background sleep was killed");
+}
+
+#[tokio::test]
 async fn an_invalid_commands_section_stops_the_server_with_a_clear_message() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("bad.toml");

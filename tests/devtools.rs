@@ -67,6 +67,19 @@ async fn code_runs_once_in_each_language() {
 }
 
 #[tokio::test]
+async fn a_runs_exit_ends_it_and_kills_its_background_child() {
+    let server = dev_tools();
+    let bg = server.base.join("bg");
+    let started = Instant::now();
+    let script = format!("sleep 40 & echo $! > {}; echo started", bg.display());
+    let result = server.client().run_once(&run(&script, "bash")).await.expect("bash");
+    assert_eq!((result.stdout.as_str(), result.exit_code), ("started\n", 0));
+    assert!(started.elapsed() < Duration::from_secs(10), "answered at the exit: {:?}", started.elapsed());
+    let pid = common::pid_in(&bg).await;
+    assert!(common::pid_gone(pid, Duration::from_secs(5)).await, "the background sleep was killed");
+}
+
+#[tokio::test]
 async fn code_run_refuses_bad_requests_as_the_reference() {
     let server = dev_tools();
     let (status, body) = post(&server, "/code/run", json!({"language": "python"})).await;

@@ -1,5 +1,5 @@
 //! Black-box tests of the envd port's `process.Process`: framing of
-//! process streams, counter pids, replay on `Connect` while a subscriber
+//! process streams, OS pids (as E2B's envd reports them), replay on `Connect` while a subscriber
 //! stalls, lifetimes from `Connect-Timeout-Ms`, `SIGKILL` and `List`, and
 //! `StreamInput`.
 
@@ -47,18 +47,19 @@ async fn drain(frames: &mut Frames) -> (u64, Vec<u8>, Vec<u8>, Value, usize) {
 }
 
 #[tokio::test]
-async fn start_streams_start_data_keepalives_and_end_with_counter_pids() {
+async fn start_streams_start_data_keepalives_and_end_with_os_pids() {
     let server = common::server().token(None).start();
     let mut first =
-        start(&server, "echo out; echo err >&2; sleep 1.5; exit 4", json!({}), &[("keepalive-ping-interval", "1")])
+        start(&server, "echo $$; echo err >&2; sleep 1.5; exit 4", json!({}), &[("keepalive-ping-interval", "1")])
             .await;
     let (pid, out, err, end, keepalives) = drain(&mut first).await;
-    assert_eq!((pid, out.as_slice(), err.as_slice()), (1, &b"out\n"[..], &b"err\n"[..]));
+    assert_eq!((out, err.as_slice()), (format!("{pid}\n").into_bytes(), &b"err\n"[..]), "the pid is bash's own");
     assert_eq!(end, json!({"exitCode": 4, "exited": true, "status": "exit status 4", "error": "exit status 4"}));
     assert!(keepalives >= 1, "a keepalive in the quiet second");
     let mut second = start(&server, "kill -9 $$", json!({}), &[]).await;
-    let (pid, _, _, end, _) = drain(&mut second).await;
-    assert_eq!((pid, &end), (2, &json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"})));
+    let (second_pid, _, _, end, _) = drain(&mut second).await;
+    assert!(second_pid > 1 && second_pid != pid, "{second_pid} after {pid}");
+    assert_eq!(end, json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}));
     let (status, body) =
         call(&server, "process.Process/SendInput", json!({"process": {"pid": 99}, "input": {"stdin": "eA=="}}), None)
             .await;
@@ -73,9 +74,10 @@ async fn a_subscriber_that_never_reads_stalls_nothing_and_connect_replays() {
     let script = "read go; seq 1 300000; echo done >&2";
     let mut started = start(&server, script, json!({"tag": "flood"}), &[]).await;
     let (flags, message) = started.next().await.expect("start");
-    assert_eq!((flags, message["event"]["start"]["pid"].as_u64()), (0, Some(1)));
+    let pid = message["event"]["start"]["pid"].as_u64().expect("a pid");
+    assert_eq!(flags, 0);
     // A subscriber that connects and never reads a byte.
-    let (_, _, stalled) = Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": 1}}), &[]).await;
+    let (_, _, stalled) = Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": pid}}), &[]).await;
     let (status, _) = call(
         &server,
         "process.Process/SendInput",
@@ -90,8 +92,8 @@ async fn a_subscriber_that_never_reads_stalls_nothing_and_connect_replays() {
     drop(stalled);
     let (status, _, mut late) =
         Frames::open(&server, "process.Process/Connect", json!({"process": {"tag": "flood"}}), &[]).await;
-    let (pid, replayed, _, end, _) = drain(&mut late).await;
-    assert_eq!((status, pid, end["exited"].as_bool()), (200, 1, Some(true)));
+    let (replayed_pid, replayed, _, end, _) = drain(&mut late).await;
+    assert_eq!((status, replayed_pid, end["exited"].as_bool()), (200, pid, Some(true)));
     assert!(replayed.ends_with(b"299999\n300000\n"), "an ended process replays what is held");
     let (status, body) = call(&server, "process.Process/List", json!({}), None).await;
     assert_eq!((status, body), (200, json!({})));
@@ -103,9 +105,10 @@ async fn connect_timeout_ms_bounds_the_lifetime_and_sigkill_empties_list() {
     let marker = format!("lifetime-{}", std::process::id());
     let script = format!("sleep 30 # {marker}");
     let mut bounded = start(&server, &script, json!({}), &[("connect-timeout-ms", "400")]).await;
-    let (_, _, _, end, _) = drain(&mut bounded).await;
+    let (pid, _, _, end, _) = drain(&mut bounded).await;
     assert_eq!(end["error"]["code"], "deadline_exceeded", "{end}");
-    let (_, _, mut after) = Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": 1}}), &[]).await;
+    let (_, _, mut after) =
+        Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": pid}}), &[]).await;
     let (_, _, _, end, _) = drain(&mut after).await;
     assert_eq!(end["status"], "signal: killed", "the lifetime killed it: {end}");
     assert_eq!(end["error"], "signal: killed: its lifetime (the Connect-Timeout-Ms of its Start, 400 ms) passed");
@@ -116,14 +119,19 @@ async fn connect_timeout_ms_bounds_the_lifetime_and_sigkill_empties_list() {
         &[],
     )
     .await;
-    running.next().await.expect("start");
+    let (_, message) = running.next().await.expect("start");
+    let pid = message["event"]["start"]["pid"].as_u64().expect("a pid");
+    // An OS pid, as `kill -0` sees it: a child of the server.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("a live pid");
+    let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:")).map(str::trim);
+    assert_eq!(ppid, Some(server.pid().to_string().as_str()), "{status}");
     let (_, body) = call(&server, "process.Process/List", json!({}), None).await;
     assert_eq!(
         body,
-        json!({"processes": [{"config": {"cmd": "/bin/sleep", "args": ["30"], "envs": {"A": "1"}, "cwd": "."}, "pid": 2}]})
+        json!({"processes": [{"config": {"cmd": "/bin/sleep", "args": ["30"], "envs": {"A": "1"}, "cwd": "."}, "pid": pid}]})
     );
     let (status, _) =
-        call(&server, "process.Process/SendSignal", json!({"process": {"pid": 2}, "signal": "SIGNAL_SIGKILL"}), None)
+        call(&server, "process.Process/SendSignal", json!({"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}), None)
             .await;
     assert_eq!(status, 200);
     let (_, body) = call(&server, "process.Process/List", json!({}), None).await;
@@ -136,9 +144,10 @@ async fn connect_timeout_ms_bounds_the_lifetime_and_sigkill_empties_list() {
 async fn stream_input_feeds_stdin_in_order() {
     let server = common::server().token(None).start();
     let mut cat = start(&server, "cat; echo eof", json!({"stdin": true}), &[]).await;
-    cat.next().await.expect("start");
+    let (_, message) = cat.next().await.expect("start");
+    let pid = message["event"]["start"]["pid"].as_u64().expect("a pid");
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let mut body = envelope(0, &json!({"start": {"process": {"pid": 1}}}));
+    let mut body = envelope(0, &json!({"start": {"process": {"pid": pid}}}));
     for part in ["one ", "two ", "three\n"] {
         body.extend(envelope(0, &json!({"data": {"input": {"stdin": b64(part)}}})));
     }
@@ -153,11 +162,11 @@ async fn stream_input_feeds_stdin_in_order() {
     assert_eq!(response.status().as_u16(), 200);
     let bytes = response.bytes().await.expect("body");
     assert_eq!(&bytes[..], [&[0u8, 0, 0, 0, 2][..], b"{}", &[2, 0, 0, 0, 2], b"{}"].concat());
-    let (status, _) = call(&server, "process.Process/CloseStdin", json!({"process": {"pid": 1}}), None).await;
+    let (status, _) = call(&server, "process.Process/CloseStdin", json!({"process": {"pid": pid}}), None).await;
     assert_eq!(status, 200);
     let (_, out, _, end, _) = drain(&mut cat).await;
     assert_eq!((out.as_slice(), end["exited"].as_bool()), (&b"one two three\neof\n"[..], Some(true)));
-    let (status, body) = call(&server, "process.Process/CloseStdin", json!({"process": {"pid": 1}}), None).await;
+    let (status, body) = call(&server, "process.Process/CloseStdin", json!({"process": {"pid": pid}}), None).await;
     assert_eq!(status, 200, "closing twice is fine: {body}");
 }
 

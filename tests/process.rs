@@ -157,6 +157,21 @@ async fn a_timeout_kills_a_chatty_command_and_its_grandchildren() {
 }
 
 #[tokio::test]
+async fn shell_answers_at_the_commands_exit_and_leaves_its_background_child_running() {
+    let server = common::start();
+    let tag = marker();
+    let started = Instant::now();
+    let command = format!("sleep {tag} & echo started");
+    let (status, body) = post(&server, "/shell", json!({"command": command, "shell": true, "timeout": 30})).await;
+    assert_eq!((status, &body), (200, &json!({"stdout": "started\n", "stderr": "", "exit_code": 0})));
+    assert!(started.elapsed() < Duration::from_secs(10), "answered at the exit: {:?}", started.elapsed());
+    let left = pgrep(&format!("sleep {tag}"));
+    assert_eq!(left.len(), 1, "`cmd &` starts a daemon that outlives /shell");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(left[0] as i32), nix::sys::signal::Signal::SIGKILL);
+    assert_gone(&tag, Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
 async fn shell_stream_orders_lines_and_delivers_the_last_line() {
     let server = common::start();
     let request = ExecRequest::new("sh -c 'echo one; echo two >&2; sleep 0.1; echo three; printf tail; exit 4'");

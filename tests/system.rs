@@ -161,6 +161,30 @@ async fn a_missing_manager_lists_nothing() {
     assert_eq!(server.client().system_info().await.expect("info").python_version, "");
 }
 
+#[tokio::test]
+async fn a_probes_exit_ends_it_and_kills_its_background_child() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().expect("tmp");
+    let bg = bin.path().join("bg");
+    let npm = bin.path().join("npm");
+    let script = format!(
+        "#!/bin/sh\nsleep 40 &\necho $! > {}\necho '{{\"dependencies\": {{\"left-pad\": {{\"version\": \"1.3.0\"}}}}}}'\n",
+        bg.display()
+    );
+    std::fs::write(&npm, script).expect("npm");
+    std::fs::set_permissions(&npm, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = common::server().env("PATH", &format!("{}:/usr/bin:/bin", bin.path().display())).start();
+    let started = std::time::Instant::now();
+    let list = server.client().packages("npm").await.expect("listing");
+    assert_eq!(
+        list.packages.iter().map(|p| (p.name.as_str(), p.version.as_str())).collect::<Vec<_>>(),
+        [("left-pad", "1.3.0")]
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "answered at the exit: {:?}", started.elapsed());
+    let pid = common::pid_in(&bg).await;
+    assert!(common::pid_gone(pid, std::time::Duration::from_secs(5)).await, "the background sleep was killed");
+}
+
 #[test]
 fn abx_verbs_drive_the_system_group() {
     let server = common::start();

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use super::language::find_program;
 use super::oneshot::{collect, Collected};
-use super::spawn::{spawn, SpawnSpec};
 use crate::api::code::{GitDiff, GitDiffStats, GitFileStatus, GitStatus};
 
 /// How long one git command may run.
@@ -51,15 +50,12 @@ async fn git(
     env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
     let mut argv = vec![OsString::from("-C"), dir.as_os_str().to_owned()];
     argv.extend(args.iter().map(OsString::from));
-    let spawned =
-        spawn(SpawnSpec { program, args: argv, cwd: dir.to_path_buf(), env, channels: false }).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                GitError::NotInstalled
-            } else {
-                GitError::Spawn(e)
-            }
-        })?;
-    let collected = collect(spawned, GIT_TIMEOUT, limit).await.ok_or(GitError::TimedOut(verb))?;
+    let collected = collect(&program, &argv, dir, &env, GIT_TIMEOUT, limit)
+        .await
+        .map_err(
+            |e| if e.kind() == std::io::ErrorKind::NotFound { GitError::NotInstalled } else { GitError::Spawn(e) },
+        )?
+        .ok_or(GitError::TimedOut(verb))?;
     if collected.exit.code() != 0 {
         let message = collected.stderr.trim();
         return Err(GitError::Failed(if message.is_empty() { format!("git {verb} failed") } else { message.into() }));

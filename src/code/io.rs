@@ -7,9 +7,10 @@
 
 use std::collections::VecDeque;
 
-use super::pipe::{PipeReader, PipeWriter, Utf8Decoder};
+use super::pipe::{PipeReader, PipeWriter};
 use super::protocol::{parse_event, Event, FrameSplitter, Stream};
 use super::spawn::{Process, Spawned};
+use crate::codec::utf8::Utf8Decoder;
 
 const CHUNK: usize = 32 * 1024;
 

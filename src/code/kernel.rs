@@ -22,8 +22,9 @@ use super::io::{Item, KernelIo};
 use super::language::Language;
 use super::pipe::PipeWriter;
 use super::protocol::{encode_exec, error_line, output_line, result_from_bundle, timeout_error, Event};
-use super::spawn::{spawn, ExitInfo, ExitWatch, Process, SpawnSpec};
+use super::spawn::{spawn, ExitWatch, Process, SpawnSpec};
 use crate::api::code::OutputLine;
+use crate::process::ExitStatus;
 
 /// How long a driver may take to say it is ready.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,7 +76,7 @@ impl std::fmt::Debug for Execution {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Death {
     /// The interpreter exited by itself.
-    Exited(ExitInfo),
+    Exited(ExitStatus),
     /// It ignored interrupts and was killed.
     Unresponsive,
     /// Its driver broke the protocol.
@@ -225,7 +226,7 @@ impl Drop for Kernel {
     }
 }
 
-fn failure(info: ExitInfo, diagnostic: &str) -> String {
+fn failure(info: ExitStatus, diagnostic: &str) -> String {
     let diagnostic = diagnostic.trim();
     if diagnostic.is_empty() {
         format!("it ended with {info} before its driver was ready")
@@ -432,7 +433,7 @@ impl Actor {
     }
 
     /// The exit status once the event pipe closed: the driver is exiting, or is killed if it lingers.
-    async fn reap(&mut self) -> ExitInfo {
+    async fn reap(&mut self) -> ExitStatus {
         match tokio::time::timeout(Duration::from_millis(500), self.exit.exited()).await {
             Ok(info) => info,
             Err(_) => {

@@ -1,19 +1,19 @@
 //! `POST /code/run`: one snippet run to completion by `python3 -c`,
 //! `node -e` or `bash -c`, with a timeout that kills its whole process
 //! group and output kept up to a limit (the rest is read and dropped, so
-//! memory stays flat and the program never blocks on a full pipe).
+//! memory stays flat and the program never blocks on a full pipe), run by
+//! the daemon's one runner: the program's exit ends the run.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
 use super::language::{find_program, Interpreters};
-use super::pipe::{PipeReader, Utf8Decoder};
-use super::spawn::{spawn, ExitInfo, SpawnSpec, Spawned};
+use crate::process::runner::{self, Bounds};
+use crate::process::ExitStatus;
 
 /// Languages of `/code/run`, with the reference's names.
 pub const LANGUAGES: [&str; 3] = ["bash", "node", "python"];
@@ -88,20 +88,14 @@ pub async fn run(spec: RunSpec) -> Result<RunOutcome, RunError> {
     let path = find_program(program, spec.env.get("PATH").map(String::as_str))
         .ok_or_else(|| RunError::RuntimeNotFound(spec.language.clone()))?;
     let started = Instant::now();
-    let spawned = spawn(SpawnSpec {
-        program: path,
-        args: vec![OsString::from(flag), OsString::from(&spec.code)],
-        cwd: spec.cwd.clone(),
-        env: spec.env.clone(),
-        channels: false,
-    })
-    .map_err(|e| match (e.kind(), e.raw_os_error()) {
-        (std::io::ErrorKind::NotFound, _) => RunError::RuntimeNotFound(spec.language.clone()),
-        (_, Some(7)) => RunError::TooLarge,
-        _ => RunError::Spawn(spec.language.clone(), e),
-    })?;
-    let collected = collect(spawned, spec.timeout, spec.max_output_bytes)
+    let args = [OsString::from(flag), OsString::from(&spec.code)];
+    let collected = collect(&path, &args, &spec.cwd, &spec.env, spec.timeout, spec.max_output_bytes)
         .await
+        .map_err(|e| match (e.kind(), e.raw_os_error()) {
+            (std::io::ErrorKind::NotFound, _) => RunError::RuntimeNotFound(spec.language.clone()),
+            (_, Some(7)) => RunError::TooLarge,
+            _ => RunError::Spawn(spec.language.clone(), e),
+        })?
         .ok_or(RunError::TimedOut(spec.timeout.as_secs()))?;
     Ok(RunOutcome {
         stdout: collected.stdout,
@@ -120,84 +114,41 @@ pub struct Collected {
     /// Standard error, up to the limit.
     pub stderr: String,
     /// How it ended.
-    pub exit: ExitInfo,
+    pub exit: ExitStatus,
     /// Whether either stream was cut.
     pub truncated: bool,
 }
 
-/// Reads a child's output until it exits, keeping `limit` bytes per stream;
-/// `None` when it ran past `timeout` (its process group is then killed).
+/// Runs `program args` in `cwd` with exactly `env`, through the daemon's one
+/// runner, keeping `limit` bytes per stream; `None` when it ran past
+/// `timeout` (its process group is then killed).
 ///
-/// Once the child has exited, what is left in its pipes is read and the run
-/// is over, even when a background process it started still holds them.
-pub async fn collect(spawned: Spawned, timeout: Duration, limit: u64) -> Option<Collected> {
-    let Spawned { process, mut stdout, mut stderr, .. } = spawned;
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let (mut out, mut err) = (Capture::new(limit), Capture::new(limit));
-    let (mut out_buf, mut err_buf) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
-    let mut exit = process.exit_watch();
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let info = loop {
-        let (out_open, err_open) = (!stdout.is_eof(), !stderr.is_eof());
-        tokio::select! {
-            read = stdout.read(&mut out_buf), if out_open => out.push(&out_buf, read),
-            read = stderr.read(&mut err_buf), if err_open => err.push(&err_buf, read),
-            info = exit.exited() => break info,
-            () = &mut deadline => {
-                process.signal_group(Signal::SIGKILL);
-                return None;
-            }
-        }
-    };
-    drain(&mut stdout, &mut out, &mut out_buf);
-    drain(&mut stderr, &mut err, &mut err_buf);
-    let truncated = out.truncated || err.truncated;
-    Some(Collected { stdout: out.finish(), stderr: err.finish(), exit: info, truncated })
-}
-
-fn drain(pipe: &mut PipeReader, capture: &mut Capture, buf: &mut [u8]) {
-    while let Ok(Some(n)) = pipe.read_now(buf) {
-        if n == 0 {
-            break;
-        }
-        capture.push(buf, Ok(n));
-    }
-}
-
-/// The first `limit` bytes of a stream, decoded; the rest is counted and dropped.
-struct Capture {
-    text: String,
-    decoder: Utf8Decoder,
-    kept: usize,
-    limit: usize,
-    truncated: bool,
-}
-
-impl Capture {
-    fn new(limit: usize) -> Self {
-        Capture { text: String::new(), decoder: Utf8Decoder::default(), kept: 0, limit, truncated: false }
-    }
-
-    fn push(&mut self, buf: &[u8], read: std::io::Result<usize>) {
-        let Ok(n) = read else { return };
-        let room = self.limit - self.kept;
-        if n > room {
-            self.truncated = true;
-        }
-        let take = n.min(room);
-        if take > 0 {
-            self.text.push_str(&self.decoder.decode(&buf[..take]));
-            self.kept += take;
-        }
-    }
-
-    fn finish(mut self) -> String {
-        if !self.truncated {
-            // Only a complete stream may end with a lone partial character.
-            self.text.push_str(&self.decoder.finish());
-        }
-        self.text
+/// The child's exit ends the run: what is left in its pipes is read, and a
+/// background process it started, even one still holding them, is killed.
+///
+/// # Errors
+/// The program cannot be started.
+pub async fn collect(
+    program: &Path,
+    args: &[OsString],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+    limit: u64,
+) -> std::io::Result<Option<Collected>> {
+    let mut command = std::process::Command::new(program);
+    command.args(args).current_dir(cwd).env_clear().envs(env);
+    let bounds = Bounds { timeout: Some(timeout), ..Bounds::new(usize::try_from(limit).unwrap_or(usize::MAX)) };
+    match runner::run(command, bounds).await {
+        Ok(ran) => Ok(Some(Collected {
+            stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
+            exit: ran.status,
+            truncated: ran.truncated,
+        })),
+        Err(runner::RunError::Timeout) => Ok(None),
+        Err(runner::RunError::Spawn(e) | runner::RunError::Io(e)) => Err(e),
+        Err(e @ runner::RunError::TooMuchOutput(_)) => Err(std::io::Error::other(e.to_string())),
     }
 }
 

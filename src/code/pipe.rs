@@ -1,5 +1,5 @@
-//! Non-blocking pipe ends for the tokio runtime, and an incremental UTF-8
-//! decoder for output read in arbitrary chunks.
+//! Non-blocking pipe ends for the tokio runtime (output read from them is
+//! decoded by the one incremental UTF-8 decoder, [`crate::codec::utf8`]).
 //!
 //! [`PipeReader::read_now`] reads straight from the descriptor without
 //! waiting for the reactor: the kernel runner uses it to drain output that
@@ -113,75 +113,9 @@ impl PipeWriter {
     }
 }
 
-/// Decodes UTF-8 arriving in chunks: a character split across two reads is
-/// joined, never turned into two replacement characters; invalid bytes
-/// become U+FFFD.
-#[derive(Debug, Default)]
-pub struct Utf8Decoder {
-    carry: Vec<u8>,
-}
-
-impl Utf8Decoder {
-    /// Decodes `chunk`, keeping an incomplete trailing character for the next call.
-    pub fn decode(&mut self, chunk: &[u8]) -> String {
-        let mut bytes = std::mem::take(&mut self.carry);
-        bytes.extend_from_slice(chunk);
-        let keep = incomplete_tail(&bytes);
-        self.carry = bytes.split_off(bytes.len() - keep);
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    /// Whatever is held back, decoded (at end of stream).
-    pub fn finish(&mut self) -> String {
-        let rest = std::mem::take(&mut self.carry);
-        String::from_utf8_lossy(&rest).into_owned()
-    }
-}
-
-/// Length of a trailing sequence that starts a valid character but is cut short.
-fn incomplete_tail(bytes: &[u8]) -> usize {
-    let start = bytes.len().saturating_sub(3);
-    for i in (start..bytes.len()).rev() {
-        let b = bytes[i];
-        if b & 0xC0 == 0x80 {
-            continue;
-        }
-        let need = match b {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return 0,
-        };
-        let have = bytes.len() - i;
-        return if have < need && std::str::from_utf8(&bytes[i..]).is_err() { have } else { 0 };
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_characters_are_joined() {
-        let text = "héllo €𝄞!";
-        let bytes = text.as_bytes();
-        for cut in 0..bytes.len() {
-            let mut decoder = Utf8Decoder::default();
-            let mut out = decoder.decode(&bytes[..cut]);
-            out.push_str(&decoder.decode(&bytes[cut..]));
-            out.push_str(&decoder.finish());
-            assert_eq!(out, text, "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn invalid_bytes_become_replacement_characters() {
-        let mut decoder = Utf8Decoder::default();
-        assert_eq!(decoder.decode(b"a\xffb"), "a\u{fffd}b");
-        assert_eq!(decoder.decode(b"\xe2\x82"), "");
-        assert_eq!(decoder.finish(), "\u{fffd}");
-    }
 
     #[tokio::test]
     async fn read_now_sees_data_before_the_reactor_does() {

@@ -1,5 +1,5 @@
-//! The one place code execution starts processes: interpreters of code
-//! contexts, one-shot `/code/run` programs and `git`.
+//! The one place code execution starts interpreters of code contexts
+//! (one-shot `/code/run` programs and `git` go through the process runner).
 //!
 //! Every child starts in its own process group (so a timeout or a delete
 //! reaches its grandchildren too), with `/dev/null` as stdin, its stdout and
@@ -21,6 +21,7 @@ use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
 
+use crate::process::runner::KillOnDrop;
 use crate::process::{supervisor, ExitStatus, Job, SpawnOptions};
 
 use super::pipe::{PipeReader, PipeWriter};
@@ -45,46 +46,6 @@ pub struct SpawnSpec {
     pub channels: bool,
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitInfo {
-    /// It exited with this status.
-    Code(i32),
-    /// A signal killed it.
-    Signal(i32),
-}
-
-impl ExitInfo {
-    /// The exit code as the reference reports it: the status, or minus the signal.
-    pub fn code(self) -> i32 {
-        match self {
-            ExitInfo::Code(c) => c,
-            ExitInfo::Signal(s) => -s,
-        }
-    }
-}
-
-impl From<ExitStatus> for ExitInfo {
-    fn from(status: ExitStatus) -> Self {
-        match status {
-            ExitStatus::Exited(code) => ExitInfo::Code(code),
-            ExitStatus::Signaled(signal) => ExitInfo::Signal(signal),
-        }
-    }
-}
-
-impl std::fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExitInfo::Code(c) => write!(f, "exit status {c}"),
-            ExitInfo::Signal(s) => match Signal::try_from(*s) {
-                Ok(sig) => write!(f, "signal {s} ({})", sig.as_str()),
-                Err(_) => write!(f, "signal {s}"),
-            },
-        }
-    }
-}
-
 /// The command and event pipes of an interpreter.
 #[derive(Debug)]
 pub struct Channels {
@@ -107,10 +68,11 @@ pub struct Spawned {
     pub channels: Option<Channels>,
 }
 
-/// A started child process; dropping it kills its process group unless it has exited.
+/// A started child process; dropping it kills its process group.
 #[derive(Debug)]
 pub struct Process {
     job: Job,
+    _guard: KillOnDrop,
 }
 
 impl Process {
@@ -133,18 +95,6 @@ impl Process {
     pub fn exit_watch(&self) -> ExitWatch {
         ExitWatch(self.job.clone())
     }
-
-    /// How the child ended, if it has.
-    pub fn exit_info(&self) -> Option<ExitInfo> {
-        self.job.status().map(ExitInfo::from)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        // Whatever is left of the group goes with its owner.
-        self.signal_group(Signal::SIGKILL);
-    }
 }
 
 /// Resolves when a child exits.
@@ -153,8 +103,8 @@ pub struct ExitWatch(Job);
 
 impl ExitWatch {
     /// Waits for the exit; cancel-safe.
-    pub async fn exited(&mut self) -> ExitInfo {
-        self.0.exited().await.into()
+    pub async fn exited(&mut self) -> ExitStatus {
+        self.0.exited().await
     }
 }
 
@@ -202,7 +152,12 @@ pub fn spawn(spec: SpawnSpec) -> io::Result<Spawned> {
         }
         None => None,
     };
-    Ok(Spawned { process: Process { job }, stdout: PipeReader::new(out_r)?, stderr: PipeReader::new(err_r)?, channels })
+    Ok(Spawned {
+        process: Process { _guard: KillOnDrop::new(job.clone(), std::time::Duration::ZERO), job },
+        stdout: PipeReader::new(out_r)?,
+        stderr: PipeReader::new(err_r)?,
+        channels,
+    })
 }
 
 #[cfg(test)]
@@ -227,13 +182,13 @@ mod tests {
         assert_eq!(&buf[..n], b"out\n");
         let n = child.stderr.read(&mut buf).await.expect("read");
         assert_eq!(&buf[..n], b"err\n");
-        assert_eq!(child.process.exit_watch().exited().await, ExitInfo::Code(3));
+        assert_eq!(child.process.exit_watch().exited().await, ExitStatus::Exited(3));
 
         let child = spawn(spec("sh", &["-c", "sleep 30 & sleep 30"])).expect("spawn");
         child.process.signal_group(Signal::SIGKILL);
-        assert_eq!(child.process.exit_watch().exited().await, ExitInfo::Signal(9));
-        assert_eq!(ExitInfo::Signal(9).code(), -9);
-        assert_eq!(ExitInfo::Signal(9).to_string(), "signal 9 (SIGKILL)");
+        assert_eq!(child.process.exit_watch().exited().await, ExitStatus::Signaled(9));
+        assert_eq!(ExitStatus::Signaled(9).code(), -9);
+        assert_eq!(ExitStatus::Signaled(9).to_string(), "signal 9 (SIGKILL)");
     }
 
     #[tokio::test]

@@ -19,10 +19,11 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 pub use self::coerce::{ArgError, ArgType};
-use self::run::{Exit, Invocation, RunError};
+use self::run::{Invocation, RunError};
 pub use self::spec::{Command, CommandSpec, InputMode, OutputMode, Piece};
 use crate::api::{CommandArgInfo, CommandInfo};
 use crate::policy::Identity;
+use crate::process::ExitStatus;
 
 /// Prefix of the variables that carry arguments with `input = "env"`.
 pub const ENV_PREFIX: &str = "ARG_";
@@ -206,10 +207,10 @@ pub async fn execute(
     let finished = run::run(invocation).await.map_err(|e| match e {
         RunError::Timeout => CommandError::Timeout { name: name.clone(), seconds: command.timeout.as_secs_f64() },
         RunError::TooMuchOutput(limit) => CommandError::TooMuchOutput { name: name.clone(), limit },
-        RunError::NotFound(source) | RunError::Io(source) => CommandError::Start { name: name.clone(), source },
+        RunError::Spawn(source) | RunError::Io(source) => CommandError::Start { name: name.clone(), source },
     })?;
     match finished.exit {
-        Exit::Exited(0) => result_of(command, &finished.stdout),
+        ExitStatus::Exited(0) => result_of(command, &finished.stdout),
         exit => Err(failure(&name, exit, &finished.stderr_tail)),
     }
 }
@@ -230,7 +231,7 @@ fn result_of(command: &Command, stdout: &[u8]) -> Result<Value, CommandError> {
 /// The error of a failed run: after a Python traceback, its last line
 /// (`ValueError: bad input`) becomes the type and message, as the reference
 /// reports an exception; otherwise the exit and the last line of stderr.
-fn failure(name: &str, exit: Exit, stderr: &[u8]) -> CommandError {
+fn failure(name: &str, exit: ExitStatus, stderr: &[u8]) -> CommandError {
     let text = String::from_utf8_lossy(stderr);
     let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
     let traceback = text.lines().any(|l| l.starts_with("Traceback (most recent call last):"));
@@ -238,8 +239,8 @@ fn failure(name: &str, exit: Exit, stderr: &[u8]) -> CommandError {
         return CommandError::Failed { error_type: kind.to_string(), message: message.to_string() };
     }
     let how = match exit {
-        Exit::Exited(code) => format!("exited with code {code}"),
-        Exit::Signaled(signal) => format!("was killed by signal {signal}"),
+        ExitStatus::Exited(code) => format!("exited with code {code}"),
+        ExitStatus::Signaled(signal) => format!("was killed by signal {signal}"),
     };
     let detail: String = last.chars().take(500).collect();
     let message = if detail.is_empty() {
@@ -362,14 +363,14 @@ mod tests {
     #[test]
     fn failures_read_like_exceptions() {
         let traceback = b"Traceback (most recent call last):\n  File \"x.py\", line 1\nmymod.BadInput: no such user\n";
-        let err = failure("x", Exit::Exited(1), traceback);
+        let err = failure("x", ExitStatus::Exited(1), traceback);
         assert!(
             matches!(&err, CommandError::Failed { error_type, message } if error_type == "BadInput" && message == "no such user"),
             "{err:?}"
         );
-        let err = failure("x", Exit::Exited(2), b"warning\nError: disk full\n\n");
+        let err = failure("x", ExitStatus::Exited(2), b"warning\nError: disk full\n\n");
         assert_eq!(err.to_string(), "Command 'x' exited with code 2: Error: disk full");
-        assert_eq!(failure("x", Exit::Signaled(9), b"").to_string(), "Command 'x' was killed by signal 9");
+        assert_eq!(failure("x", ExitStatus::Signaled(9), b"").to_string(), "Command 'x' was killed by signal 9");
     }
 
     #[test]

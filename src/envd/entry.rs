@@ -129,7 +129,7 @@ fn info(guard: &PathGuard, path: &Path, st: &Stat, uid: u32, gid: u32, names: &m
         modified_time: Some(timestamp(st.modified.secs, u32::try_from(st.modified.nanos).unwrap_or(0))),
         is_symlink: st.kind == Kind::Symlink,
         symlink_target,
-        ..EntryInfo::default()
+        metadata: super::metadata::read(path),
     }
 }
 
@@ -171,8 +171,9 @@ pub fn entry(guard: &PathGuard, target: &Resolved) -> Result<EntryInfo, EnvdErro
 }
 
 /// The entries below the directory `target`, `depth` levels deep (at least 1),
-/// each directory's entries right after it. Entries the guard would refuse
-/// are left out, as are this server's temp files.
+/// in envd's order (a walk in name order: each directory's entries sorted by
+/// name, right after it). Entries the guard would refuse are left out, as
+/// are this server's temp files.
 ///
 /// # Errors
 /// [`EnvdError::NotFound`] when it does not exist; [`EnvdError::Invalid`]
@@ -207,6 +208,8 @@ pub fn list(guard: &PathGuard, target: &Resolved, depth: usize) -> Result<Vec<En
         }
     })
     .map_err(|e| FsError::errno(&target.path, e))?;
+    // Paths compare component by component: a directory's entries follow it, by name.
+    entries.sort_by(|a, b| Path::new(&a.path).cmp(Path::new(&b.path)));
     Ok(entries)
 }
 
@@ -249,9 +252,12 @@ mod tests {
         assert!(matches!(missing, Err(EnvdError::NotFound(_))));
         let top = safe::resolve(&guard, "a", Op::Read, "").expect("resolve");
         let one: Vec<String> = list(&guard, &top, 1).expect("list").into_iter().map(|e| e.name).collect();
-        assert_eq!(one.len(), 3, "{one:?}");
-        let three = list(&guard, &top, 3).expect("list");
-        assert!(three.iter().any(|e| e.path.ends_with("a/b/c")));
+        assert_eq!(one, ["b", "f", "l"], "sorted by name");
+        std::fs::write(real.join("a/b.txt"), b"").expect("write");
+        let three: Vec<String> = list(&guard, &top, 3).expect("list").into_iter().map(|e| e.path).collect();
+        let rel: Vec<&str> =
+            three.iter().map(|p| p.strip_prefix(real.join("a/").to_str().expect("utf-8")).expect("below")).collect();
+        assert_eq!(rel, ["b", "b/c", "b.txt", "f", "l"], "a directory's entries right after it");
         let not_dir = safe::resolve(&guard, "a/f", Op::Read, "").expect("resolve");
         assert!(matches!(list(&guard, &not_dir, 1), Err(EnvdError::Invalid(_))));
     }

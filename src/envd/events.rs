@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use crate::api::envd::process::{EndEvent, Output, ProcessEvent};
 use crate::process::output::{Capture, Stream as Pipe};
 use crate::process::ExitStatus;
-use crate::pty::{ShellExit, Update};
+use crate::pty::Update;
 
 /// The end event of an exit, as envd (Go's `ProcessState`) reports it.
 pub fn end_event(status: ExitStatus) -> EndEvent {
@@ -49,14 +49,6 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_string()
-}
-
-/// A terminal shell's exit as a process exit.
-pub fn from_shell(exit: ShellExit) -> ExitStatus {
-    match exit {
-        ShellExit::Exited(code) => ExitStatus::Exited(code),
-        ShellExit::Signaled(signal) => ExitStatus::Signaled(signal),
-    }
 }
 
 /// Output from the capture, from its oldest held event, then the end.
@@ -109,7 +101,7 @@ pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item =
                 Update::Output { text, .. } => {
                     return Some((ProcessEvent::Data(Output::Pty(text.into_bytes())), Some(attachment)))
                 }
-                Update::Exited(exit) => return Some((ProcessEvent::End(end_event(from_shell(exit))), None)),
+                Update::Exited(exit) => return Some((ProcessEvent::End(end_event(exit)), None)),
             }
         }
     })

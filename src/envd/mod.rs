@@ -5,6 +5,7 @@
 //! - [`access`]: the user a request acts as (its tokens and signed URLs
 //!   are the policy engine's, [`crate::policy::signed`]).
 //! - [`entry`]: envd's `EntryInfo` and listings to a depth.
+//! - [`metadata`]: user metadata of files (`user.e2b.*` extended attributes).
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
 //! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
 //! - [`watchers`]: `WatchDir` events and the polled watchers of
@@ -18,6 +19,7 @@ pub mod access;
 pub mod entry;
 pub mod events;
 pub mod filesystem;
+pub mod metadata;
 pub mod processes;
 pub mod watchers;
 
@@ -31,6 +33,7 @@ pub use self::watchers::Watchers;
 use crate::environment::ChildEnv;
 use crate::fs::FsError;
 use crate::policy::Denial;
+use crate::process::Registry;
 
 /// Why an envd operation failed; the HTTP layer maps each to a Connect code
 /// (or an HTTP status on the plain endpoints) in one place.
@@ -109,11 +112,12 @@ impl std::fmt::Debug for Envd {
 }
 
 impl Envd {
-    /// The plane's state; terminal processes keep `scrollback` bytes.
-    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize) -> Self {
+    /// The plane's state, viewing the daemon's process `registry`; terminal
+    /// processes keep `scrollback` bytes.
+    pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize, registry: Registry) -> Self {
         Envd {
             watchers: Watchers::new(shutdown.clone()),
-            processes: Arc::new(processes::Processes::new(scrollback, shutdown)),
+            processes: Arc::new(processes::Processes::new(registry, scrollback, shutdown)),
             defaults: RwLock::new(Defaults::default()),
             env,
         }
@@ -162,6 +166,39 @@ impl Envd {
             .or_else(|| self.defaults.read().unwrap_or_else(PoisonError::into_inner).user.clone())
     }
 
+    /// The working directory of a process started as `account` that asks for
+    /// `requested`: that directory (relative paths and `~` below `base`),
+    /// else `/init`'s `defaultWorkdir`, else the account's home (when it is a
+    /// directory), else `base`. As another user, the account must be able
+    /// to enter it. Blocking (it looks at the file system).
+    ///
+    /// # Errors
+    /// `invalid_path` for a malformed path; [`EnvdError::PermissionDenied`]
+    /// for a directory the account cannot enter.
+    pub fn workdir(
+        &self,
+        requested: Option<&str>,
+        account: &Account,
+        base: &std::path::Path,
+    ) -> Result<String, EnvdError> {
+        let requested = requested.filter(|r| !r.is_empty());
+        let workdir = self.defaults.read().unwrap_or_else(PoisonError::into_inner).workdir.clone();
+        let chosen = match (requested, workdir.as_deref()) {
+            (Some(raw), _) | (None, Some(raw)) => base.join(self.path(raw)?),
+            (None, None) if account.home.is_dir() => account.home.clone(),
+            (None, None) => base.to_path_buf(),
+        };
+        let chosen = crate::policy::paths::normalize(&chosen);
+        if account.is_other() && chosen.is_dir() && !account.may_enter(&chosen) {
+            return Err(EnvdError::PermissionDenied(format!(
+                "user '{}' cannot enter the working directory {}",
+                account.name,
+                chosen.display()
+            )));
+        }
+        Ok(chosen.display().to_string())
+    }
+
     /// `raw` as the path guard takes it: empty is the default working
     /// directory (else the base directory), `~` and `~/...` are below the base directory.
     ///
@@ -196,7 +233,7 @@ mod tests {
 
     fn envd() -> Envd {
         let env = Arc::new(ChildEnv::from_vars([("PATH".to_string(), "/bin".to_string())], &[]));
-        Envd::new(env, CancellationToken::new(), 4096)
+        Envd::new(env, CancellationToken::new(), 4096, Registry::new())
     }
 
     #[test]
@@ -216,6 +253,25 @@ mod tests {
         }
         envd.init(BTreeMap::new(), None, Some("/w".into())).expect("init");
         assert_eq!(envd.path("").expect("workdir"), "/w");
+    }
+
+    #[test]
+    fn a_process_starts_where_it_asks_else_the_workdir_else_home() {
+        let envd = envd();
+        let home = tempfile::tempdir().expect("home");
+        let me = access::own().expect("own");
+        let account = Account { home: home.path().to_path_buf(), ..me.clone() };
+        let base = std::path::Path::new("/base");
+        assert_eq!(envd.workdir(None, &account, base).expect("home"), home.path().display().to_string());
+        assert_eq!(envd.workdir(Some(""), &account, base).expect("home"), home.path().display().to_string());
+        let homeless = Account { home: "/no/such/home".into(), ..me };
+        assert_eq!(envd.workdir(None, &homeless, base).expect("base"), "/base");
+        assert_eq!(envd.workdir(Some("/"), &account, base).expect("root"), "/");
+        assert_eq!(envd.workdir(Some("sub/../x"), &account, base).expect("relative"), "/base/x");
+        assert_eq!(envd.workdir(Some("~"), &account, base).expect("tilde"), "/base");
+        envd.init(BTreeMap::new(), None, Some("/w".into())).expect("init");
+        assert_eq!(envd.workdir(None, &account, base).expect("workdir"), "/w");
+        assert_eq!(envd.workdir(Some("/tmp"), &account, base).expect("asked"), "/tmp");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `process.Process`'s processes: started through the daemon's supervisor
 //! ([`crate::process`]) or, with a terminal, as a terminal session
-//! ([`crate::pty`]), and numbered by this registry (pids are the daemon's
-//! own counter, not the kernel's).
+//! ([`crate::pty`]), and kept in the daemon's one process registry
+//! ([`crate::process::registry`]) as this plane's view of it. Pids are OS
+//! pids, as E2B's envd reports them (`kill -0 <pid>` in the sandbox names
+//! the process), in the same pid space as the native `/process/*`.
 //!
 //! Output is read whether or not anyone listens, into a bounded replay
 //! buffer ([`Capture`], [`REPLAY_BYTES`]; a terminal's scrollback for
@@ -15,12 +17,10 @@
 //! process group with `SIGKILL` when it passes. After the exit and its
 //! output (pipes closed, or [`DRAIN_GRACE`] after the exit when a
 //! background child keeps them open), the end event is published; the
-//! process leaves `List` but stays reachable by `Connect` for
-//! [`RETAIN_EXITED_FOR`] (at most [`MAX_EXITED`] of them).
+//! process leaves `List` but stays reachable by `Connect` for the
+//! registry's retention ([`RETAIN_EXITED_FOR`], at most [`MAX_EXITED`]).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -28,15 +28,16 @@ use nix::sys::signal::Signal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{end_event, from_shell, pipe_events, terminal_events};
+use super::events::{end_event, pipe_events, terminal_events};
 use super::EnvdError;
 use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use crate::policy::Viewer;
 use crate::process::output::{Capture, Stream as Pipe};
-use crate::process::table::Slot;
+use crate::process::registry::{Entry, Registry, Slot};
+#[cfg(doc)]
+use crate::process::registry::{MAX_EXITED, RETAIN_EXITED_FOR};
 use crate::process::{ExecSpec, Job};
 use crate::pty::{Lease, Session, Update};
 
@@ -44,10 +45,6 @@ use crate::pty::{Lease, Session, Update};
 pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
 /// How long output may still arrive after the exit (a background child holding the pipes).
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
-/// How long an exited process stays reachable by `Connect`.
-pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
-/// Exited processes kept at most.
-pub const MAX_EXITED: usize = 64;
 /// Longest a write to a stdin nobody reads may wait.
 const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -59,28 +56,21 @@ enum Io {
     Terminal { session: Arc<Session> },
 }
 
-/// One process of the registry.
-pub struct Process {
-    pid: u32,
-    /// The identity that started it (see [`crate::policy::owner`]).
-    owner: String,
+/// This plane's detail of a registered process.
+pub struct Detail {
     tag: Option<String>,
     config: ProcessConfig,
     io: Io,
     end: watch::Sender<Option<EndEvent>>,
-    exited_at: OnceLock<Instant>,
 }
 
-impl std::fmt::Debug for Process {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Process").field("pid", &self.pid).field("tag", &self.tag).finish_non_exhaustive()
-    }
-}
+/// One process of `process.Process`: a registry entry with this plane's detail.
+pub type Process = Entry<Detail>;
 
-impl Process {
-    /// The daemon's pid of the process.
-    pub fn pid(&self) -> u32 {
-        self.pid
+impl Entry<Detail> {
+    /// Its pid on the wire: the OS pid.
+    pub fn os_pid(&self) -> u32 {
+        self.pid().unsigned_abs()
     }
 
     /// Whether its end was not published yet.
@@ -115,7 +105,7 @@ impl Process {
 
     /// Its `List` entry.
     pub fn info(&self) -> ProcessInfo {
-        ProcessInfo { config: self.config.clone(), pid: self.pid, tag: self.tag.clone() }
+        ProcessInfo { config: self.config.clone(), pid: self.os_pid(), tag: self.tag.clone() }
     }
 
     /// Writes `data` to its stdin pipe (`terminal: false`) or its terminal.
@@ -194,7 +184,7 @@ impl Process {
     /// [`EnvdError::NotFound`] once it ended.
     pub fn signal(&self, signal: Signal) -> Result<(), EnvdError> {
         if !self.running() {
-            return Err(EnvdError::NotFound(format!("process with pid {} not found", self.pid)));
+            return Err(EnvdError::NotFound(format!("process with pid {} not found", self.os_pid())));
         }
         match &self.io {
             Io::Pipes { job, .. } => {
@@ -213,7 +203,7 @@ impl Process {
     /// Its events: `start`, the output still held, live output, and `end`.
     pub fn events(self: &Arc<Self>) -> impl Stream<Item = ProcessEvent> + Send + 'static {
         let start = futures_util::stream::once({
-            let pid = self.pid;
+            let pid = self.os_pid();
             async move { ProcessEvent::Start(StartEvent { pid }) }
         });
         let rest: std::pin::Pin<Box<dyn Stream<Item = ProcessEvent> + Send>> = match &self.io {
@@ -239,11 +229,6 @@ pub struct StartOptions {
     pub lifetime: Option<Duration>,
 }
 
-#[derive(Default)]
-struct Table {
-    processes: HashMap<u32, Arc<Process>>,
-}
-
 /// The places a process holds under the daemon's limits until it has
 /// exited: one under `max_processes` (shared with the API's background
 /// processes) and, for a terminal, one under `max_sessions` (shared with
@@ -255,10 +240,9 @@ pub struct Held {
     pub session: Option<Lease>,
 }
 
-/// The processes `process.Process` started.
+/// The processes `process.Process` started: this plane's view of the registry.
 pub struct Processes {
-    table: Mutex<Table>,
-    next_pid: AtomicU32,
+    registry: Registry,
     shutdown: CancellationToken,
     scrollback: usize,
 }
@@ -270,18 +254,9 @@ impl std::fmt::Debug for Processes {
 }
 
 impl Processes {
-    /// An empty registry; terminals keep `scrollback` bytes; `shutdown` ends lifetimes.
-    pub fn new(scrollback: usize, shutdown: CancellationToken) -> Self {
-        Processes { table: Mutex::new(Table::default()), next_pid: AtomicU32::new(1), shutdown, scrollback }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Live processes.
-    pub fn live(&self) -> usize {
-        self.lock().processes.values().filter(|p| p.alive()).count()
+    /// A view of `registry`; terminals keep `scrollback` bytes; `shutdown` ends lifetimes.
+    pub fn new(registry: Registry, scrollback: usize, shutdown: CancellationToken) -> Self {
+        Processes { registry, shutdown, scrollback }
     }
 
     /// Starts `spec` (a command that passed the policy) as `options` say,
@@ -296,34 +271,21 @@ impl Processes {
         options: StartOptions,
         held: Held,
     ) -> Result<Arc<Process>, EnvdError> {
-        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed);
-        let io = match options.terminal {
-            Some((cols, rows)) => Io::Terminal { session: self.start_terminal(&spec, pid, cols, rows).await? },
+        let (pid, io) = match options.terminal {
+            Some((cols, rows)) => {
+                let session = self.start_terminal(&spec, cols, rows).await?;
+                (session.pid(), Io::Terminal { session })
+            }
             None => start_pipes(&spec, options.stdin)?,
         };
-        let process = Arc::new(Process {
-            pid,
-            owner: owner.id().to_string(),
-            tag: options.tag,
-            config: options.config,
-            io,
-            end: watch::channel(None).0,
-            exited_at: OnceLock::new(),
-        });
-        {
-            let mut table = self.lock();
-            prune(&mut table);
-            table.processes.insert(pid, Arc::clone(&process));
-        }
+        let detail = Detail { tag: options.tag, config: options.config, io, end: watch::channel(None).0 };
+        let process = self.registry.insert(pid, owner, detail);
         tokio::spawn(watch_exit(Arc::clone(&process), options.lifetime, self.shutdown.clone(), held));
         tracing::info!(pid, argv = ?spec.argv, "envd process started");
         Ok(process)
     }
 
-    async fn start_terminal(&self, spec: &ExecSpec, pid: u32, cols: u16, rows: u16) -> Result<Arc<Session>, EnvdError> {
-        if spec.credentials.is_some() {
-            return Err(EnvdError::PermissionDenied("terminal processes run as the server's user".into()));
-        }
+    async fn start_terminal(&self, spec: &ExecSpec, cols: u16, rows: u16) -> Result<Arc<Session>, EnvdError> {
         let spec = spec.clone();
         let spawned = tokio::task::spawn_blocking(move || {
             let program = spec.program.as_ref().and_then(|p| p.to_str()).unwrap_or(&spec.argv[0]);
@@ -334,12 +296,14 @@ impl Processes {
                 cwd: spec.cwd.as_deref(),
                 cols,
                 rows,
+                credentials: spec.credentials.clone(),
             };
             crate::pty::spawn::spawn_shell(&shell)
         })
         .await
         .map_err(|e| EnvdError::Internal(format!("the terminal task failed: {e}")))?
         .map_err(|e| EnvdError::Invalid(format!("error starting the process on a terminal: {e}")))?;
+        let pid = spawned.pid;
         Session::start(format!("envd-{pid}"), String::new(), spawned, (cols, rows), self.scrollback)
             .map_err(|e| EnvdError::Internal(format!("cannot attach the terminal: {e}")))
     }
@@ -350,18 +314,14 @@ impl Processes {
     /// # Errors
     /// [`EnvdError::NotFound`], for another identity's process too.
     pub fn find(&self, selector: &Selector, viewer: &Viewer) -> Result<Arc<Process>, EnvdError> {
-        let mut table = self.lock();
-        prune(&mut table);
         let found = match selector {
-            Selector::Pid(pid) => table.processes.get(pid).filter(|p| viewer.sees(&p.owner)).cloned(),
+            Selector::Pid(pid) => self.registry.find::<Detail>(i64::from(*pid), viewer),
             Selector::Tag(tag) => {
-                let mut tagged: Vec<&Arc<Process>> = table
-                    .processes
-                    .values()
-                    .filter(|p| p.tag.as_deref() == Some(tag.as_str()) && viewer.sees(&p.owner))
-                    .collect();
-                tagged.sort_by_key(|p| (p.running(), p.pid));
-                tagged.last().map(|p| Arc::clone(p))
+                let tagged = self.registry.visible::<Detail>(viewer);
+                let mut tagged: Vec<Arc<Process>> =
+                    tagged.into_iter().filter(|p| p.tag.as_deref() == Some(tag.as_str())).collect();
+                tagged.sort_by_key(|p| (p.running(), p.seq()));
+                tagged.pop()
             }
         };
         found.ok_or_else(|| match selector {
@@ -370,16 +330,13 @@ impl Processes {
         })
     }
 
-    /// Processes that have not exited and that `viewer` may see, by pid.
+    /// Processes that have not exited and that `viewer` may see, in the order they started.
     pub fn list(&self, viewer: &Viewer) -> Vec<ProcessInfo> {
-        let mut running: Vec<ProcessInfo> =
-            self.lock().processes.values().filter(|p| p.alive() && viewer.sees(&p.owner)).map(|p| p.info()).collect();
-        running.sort_by_key(|p| p.pid);
-        running
+        self.registry.visible::<Detail>(viewer).iter().filter(|p| p.alive()).map(|p| p.info()).collect()
     }
 }
 
-fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<Io, EnvdError> {
+fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<(i32, Io), EnvdError> {
     use std::process::Stdio;
     let stdin_mode = if stdin { Stdio::piped() } else { Stdio::null() };
     let spawned = crate::process::spawn(spec, stdin_mode, Stdio::piped(), Stdio::piped())
@@ -398,7 +355,7 @@ fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<Io, EnvdError> {
     ] {
         crate::process::table::pump(fd, stream, Arc::clone(&output));
     }
-    Ok(Io::Pipes { job: spawned.job, stdin: tokio::sync::Mutex::new(stdin), output })
+    Ok((spawned.job.pid(), Io::Pipes { job: spawned.job, stdin: tokio::sync::Mutex::new(stdin), output }))
 }
 
 /// Kills the process when its lifetime passes, waits for its exit and its
@@ -416,7 +373,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             let status = tokio::select! {
                 status = job.exited() => status,
                 () = deadline => {
-                    tracing::info!(pid = process.pid, "envd process lifetime passed; killing its group");
+                    tracing::info!(pid = process.pid(), "envd process lifetime passed; killing its group");
                     expired = true;
                     let _ = job.signal_group(Signal::SIGKILL);
                     job.exited().await
@@ -436,7 +393,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             let exited = async {
                 loop {
                     if let Update::Exited(exit) = watcher.next().await {
-                        return from_shell(exit);
+                        return exit;
                     }
                 }
             };
@@ -444,7 +401,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             tokio::select! {
                 status = &mut exited => status,
                 () = deadline => {
-                    tracing::info!(pid = process.pid, "envd process lifetime passed; killing it");
+                    tracing::info!(pid = process.pid(), "envd process lifetime passed; killing it");
                     expired = true;
                     let _ = process.signal(Signal::SIGKILL);
                     exited.await
@@ -456,9 +413,9 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
             }
         }
     };
-    let _ = process.exited_at.set(Instant::now());
+    process.mark_ended();
     drop(held);
-    tracing::info!(pid = process.pid, code = status.code(), "envd process ended");
+    tracing::info!(pid = process.pid(), code = status.code(), "envd process ended");
     let mut end = end_event(status);
     if let (true, Some(limit)) = (expired, lifetime) {
         // Said plainly, so a later Connect learns why a background command stopped.
@@ -469,22 +426,4 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
         ));
     }
     process.end.send_replace(Some(end));
-}
-
-/// Forgets exited processes past the retention time or count.
-fn prune(table: &mut Table) {
-    let now = Instant::now();
-    let mut exited: Vec<(Instant, u32)> = table
-        .processes
-        .values()
-        .filter(|p| !p.running())
-        .map(|p| (p.exited_at.get().copied().unwrap_or(now), p.pid))
-        .collect();
-    exited.sort_unstable();
-    let excess = exited.len().saturating_sub(MAX_EXITED);
-    for (i, (at, pid)) in exited.into_iter().enumerate() {
-        if i < excess || now.duration_since(at) > RETAIN_EXITED_FOR {
-            table.processes.remove(&pid);
-        }
-    }
 }

@@ -1,17 +1,23 @@
 //! Directory watches in envd's vocabulary, from [`crate::fs::watch`].
 //!
 //! The inotify watch reports reconciled changes (`created`, `modified`,
-//! `deleted`, a rename as `created` with its old path); they become envd's
-//! events: `CREATE` (then `WRITE` for a new file with content, as inotify
-//! reports a file written after it is created), `WRITE`, `REMOVE`, and
-//! `RENAME` of the old name followed by `CREATE` of the new one. Names are
-//! relative to the watched directory. A directory's own timestamp changes
-//! (entries added or removed) are not `WRITE`s, as with inotify.
+//! `attributes`, `deleted`, a rename as `created` with its old path); they
+//! become envd's events: a new file is `CREATE`, `CHMOD`, then `WRITE` when
+//! it has content (what envd reports for a file uploaded through `/files`:
+//! created, given to its user, written), a new directory `CREATE`; then
+//! `WRITE`, `CHMOD` (permission bits alone changed), `REMOVE`, and `RENAME`
+//! of the old name followed by `CREATE` of the new one. Names are relative
+//! to the watched directory. A directory's own timestamp changes (entries
+//! added or removed) are not `WRITE`s, as with inotify. Streams
+//! (`WatchDir`) send each change as soon as it is read, without batching.
 //!
-//! [`Watchers`] keeps the polled watchers of `CreateWatcher`: each drains
-//! its watch into a bounded queue (the oldest events go first when a
-//! client does not poll), read and emptied by `GetWatcherEvents`. A watcher
-//! nobody polled for [`IDLE_LIMIT`] is removed.
+//! [`Watchers`] keeps the polled watchers of `CreateWatcher`: each works its
+//! changes out when it is polled, right after the daemon's inotify instance
+//! has handed over what the kernel queued, so a change made before
+//! `GetWatcherEvents` (a write that returned) is in its answer. Between two
+//! polls the kernel's events wait in a bounded queue (past it, the next poll
+//! rescans and reports the differences). A watcher nobody polled for
+//! [`IDLE_LIMIT`] is removed.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -67,21 +73,11 @@ pub fn start(
     shutdown: CancellationToken,
     runtime: tokio::runtime::Handle,
 ) -> Result<mpsc::Receiver<Item>, EnvdError> {
-    match crate::fs::list::stat_of(&guard, &target)? {
-        None => return Err(EnvdError::NotFound(format!("path {} not found", target.path.display()))),
-        Some(st) if !st.is_dir() => {
-            return Err(EnvdError::Invalid(format!("path {} not a directory", target.path.display())))
-        }
-        Some(_) => {}
-    }
-    let watch_options =
-        watch::Options { recursive: options.recursive, interval: Duration::ZERO, duration: WATCH_LIFETIME };
+    checked_dir(&guard, &target)?;
     let raw = target.path.display().to_string();
-    let mut changes = watch::start(guard.clone(), target.clone(), &raw, watch_options, shutdown, runtime.clone())
-        .map_err(|e| match e {
-            FsError::NotFound(m) => EnvdError::NotFound(m),
-            other => other.into(),
-        })?;
+    let mut changes =
+        watch::start(guard.clone(), target.clone(), &raw, watch_options(options), shutdown, runtime.clone())
+            .map_err(not_found)?;
     let (tx, rx) = mpsc::channel(256);
     runtime.spawn(async move {
         loop {
@@ -106,6 +102,32 @@ pub fn start(
         let _ = tx.send(Item::End("shutdown")).await;
     });
     Ok(rx)
+}
+
+/// Refuses a missing directory or a file.
+fn checked_dir(guard: &PathGuard, target: &Resolved) -> Result<(), EnvdError> {
+    match crate::fs::list::stat_of(guard, target)? {
+        None => Err(EnvdError::NotFound(format!("path {} not found", target.path.display()))),
+        Some(st) if !st.is_dir() => Err(EnvdError::Invalid(format!("path {} not a directory", target.path.display()))),
+        Some(_) => Ok(()),
+    }
+}
+
+fn not_found(error: FsError) -> EnvdError {
+    match error {
+        FsError::NotFound(m) => EnvdError::NotFound(m),
+        other => other.into(),
+    }
+}
+
+fn watch_options(options: WatchOptions) -> watch::Options {
+    watch::Options {
+        recursive: options.recursive,
+        interval: Duration::ZERO,
+        duration: WATCH_LIFETIME,
+        batch: Duration::ZERO,
+        attributes: true,
+    }
 }
 
 /// envd's events for one change of the inotify watch.
@@ -134,13 +156,16 @@ fn translate(guard: &PathGuard, target: &Resolved, output: watch::Output, option
                 })));
             }
             items.push(event(EventType::Create, true));
-            let has_content = old_path.is_none() && !is_dir && looked().is_some_and(|e| e.size > 0);
-            if has_content {
-                items.push(event(EventType::Write, true));
+            if old_path.is_none() && !is_dir {
+                items.push(event(EventType::Chmod, false));
+                if looked().is_some_and(|e| e.size > 0) {
+                    items.push(event(EventType::Write, true));
+                }
             }
             items
         }
         "modified" if !is_dir => vec![event(EventType::Write, true)],
+        "attributes" => vec![event(EventType::Chmod, false)],
         "deleted" => vec![event(EventType::Remove, false)],
         _ => Vec::new(),
     }
@@ -148,14 +173,50 @@ fn translate(guard: &PathGuard, target: &Resolved, output: watch::Output, option
 
 struct Watcher {
     queue: Mutex<Queue>,
-    cancel: CancellationToken,
 }
 
-#[derive(Default)]
 struct Queue {
+    watch: watch::Polled,
+    guard: PathGuard,
+    target: Resolved,
+    options: WatchOptions,
     events: VecDeque<FilesystemEvent>,
     polled: Option<Instant>,
     ended: bool,
+}
+
+impl Queue {
+    /// Works out the changes since the last poll and queues their events.
+    fn fill(&mut self) {
+        if self.ended {
+            return;
+        }
+        let outputs = self.watch.poll();
+        // A rename is the old name's `RENAME` and the new one's `CREATE` (as envd), not also a `REMOVE`.
+        let renamed: Vec<String> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                watch::Output::Change(c) if c.kind == "created" => c.old_path.clone(),
+                _ => None,
+            })
+            .collect();
+        for output in outputs {
+            if matches!(&output, watch::Output::Change(c) if c.kind == "deleted" && renamed.contains(&c.path)) {
+                continue;
+            }
+            for item in translate(&self.guard, &self.target, output, self.options) {
+                match item {
+                    Item::Event(event) => {
+                        if self.events.len() >= MAX_QUEUED {
+                            self.events.pop_front();
+                        }
+                        self.events.push_back(*event);
+                    }
+                    Item::End(_) => self.ended = true,
+                }
+            }
+        }
+    }
 }
 
 /// The polled watchers of `CreateWatcher`.
@@ -174,51 +235,32 @@ impl Watchers {
         Watchers { table: Mutex::new(HashMap::new()), shutdown }
     }
 
-    /// Starts a polled watcher on `target`; returns its id. Blocking (see [`start`]).
+    /// Starts a polled watcher on `target`; returns its id. Blocking.
     ///
     /// # Errors
     /// [`EnvdError::Exhausted`] past [`MAX_WATCHERS`]; the errors of [`start`].
-    pub fn create(
-        &self,
-        guard: PathGuard,
-        target: Resolved,
-        options: WatchOptions,
-        runtime: tokio::runtime::Handle,
-    ) -> Result<String, EnvdError> {
-        self.expire(Instant::now());
+    pub fn create(&self, guard: PathGuard, target: Resolved, options: WatchOptions) -> Result<String, EnvdError> {
+        let now = Instant::now();
+        self.expire(now);
+        if self.shutdown.is_cancelled() {
+            return Err(EnvdError::FailedPrecondition("the server is shutting down".into()));
+        }
         if locked(&self.table).len() >= MAX_WATCHERS {
             return Err(EnvdError::Exhausted(format!("too many watchers (at most {MAX_WATCHERS})")));
         }
-        let cancel = self.shutdown.child_token();
-        let mut items = start(guard, target, options, cancel.clone(), runtime.clone())?;
-        let watcher = Arc::new(Watcher { queue: Mutex::new(Queue::default()), cancel: cancel.clone() });
+        checked_dir(&guard, &target)?;
+        let raw = target.path.display().to_string();
+        let polled =
+            watch::Polled::start(guard.clone(), target.clone(), &raw, watch_options(options)).map_err(not_found)?;
+        let queue =
+            Queue { watch: polled, guard, target, options, events: VecDeque::new(), polled: Some(now), ended: false };
         let id = new_id();
-        locked(&self.table).insert(id.clone(), Arc::clone(&watcher));
-        runtime.spawn(async move {
-            loop {
-                let item = tokio::select! {
-                    () = cancel.cancelled() => break,
-                    item = items.recv() => item,
-                };
-                let mut queue = locked(&watcher.queue);
-                match item {
-                    Some(Item::Event(event)) => {
-                        if queue.events.len() >= MAX_QUEUED {
-                            queue.events.pop_front();
-                        }
-                        queue.events.push_back(*event);
-                    }
-                    Some(Item::End(_)) | None => {
-                        queue.ended = true;
-                        break;
-                    }
-                }
-            }
-        });
+        locked(&self.table).insert(id.clone(), Arc::new(Watcher { queue: Mutex::new(queue) }));
         Ok(id)
     }
 
-    /// The events since the last call, oldest first.
+    /// The events since the last call, oldest first: every change made
+    /// before this call is in it. Blocking (it reads the file system).
     ///
     /// # Errors
     /// [`EnvdError::NotFound`] for an unknown (or removed, or expired) id.
@@ -226,29 +268,21 @@ impl Watchers {
         let watcher = locked(&self.table).get(id).cloned().ok_or_else(|| unknown(id))?;
         let mut queue = locked(&watcher.queue);
         queue.polled = Some(Instant::now());
+        queue.fill();
         Ok(queue.events.drain(..).collect())
     }
 
-    /// Stops and forgets the watcher `id`.
+    /// Stops and forgets the watcher `id` (its inotify watches go with it).
     ///
     /// # Errors
     /// [`EnvdError::NotFound`] for an unknown id.
     pub fn remove(&self, id: &str) -> Result<(), EnvdError> {
-        let watcher = locked(&self.table).remove(id).ok_or_else(|| unknown(id))?;
-        watcher.cancel.cancel();
-        Ok(())
+        locked(&self.table).remove(id).map(drop).ok_or_else(|| unknown(id))
     }
 
-    /// Removes watchers nobody polled for [`IDLE_LIMIT`] (counted from creation when never polled).
+    /// Removes watchers nobody polled for [`IDLE_LIMIT`].
     fn expire(&self, now: Instant) {
-        locked(&self.table).retain(|_, w| {
-            let queue = locked(&w.queue);
-            let keep = queue.polled.is_none_or(|t| now.duration_since(t) < IDLE_LIMIT);
-            if !keep {
-                w.cancel.cancel();
-            }
-            keep
-        });
+        locked(&self.table).retain(|_, w| locked(&w.queue).polled.is_none_or(|t| now.duration_since(t) < IDLE_LIMIT));
     }
 }
 
@@ -295,7 +329,14 @@ mod tests {
         };
         let options = WatchOptions { recursive: true, include_entry: true };
         let items = translate(&guard, &target, watch::Output::Change(created), options);
-        assert_eq!(names(&items), [("f".to_string(), EventType::Create), ("f".to_string(), EventType::Write)]);
+        assert_eq!(
+            names(&items),
+            [
+                ("f".to_string(), EventType::Create),
+                ("f".to_string(), EventType::Chmod),
+                ("f".to_string(), EventType::Write)
+            ]
+        );
         assert!(matches!(&items[0], Item::Event(e) if e.entry.as_ref().is_some_and(|e| e.size == 4)));
         let renamed = WatchEvent {
             kind: "created".into(),
@@ -309,23 +350,50 @@ mod tests {
             WatchEvent { kind: "modified".into(), path: real.display().to_string(), is_dir: true, old_path: None };
         assert!(translate(&guard, &target, watch::Output::Change(dir_touched), options).is_empty());
 
-        let watchers = Watchers::new(CancellationToken::new());
-        let handle = tokio::runtime::Handle::current();
-        let id = {
-            let (guard, target) = (guard.clone(), target.clone());
-            let watchers = &watchers;
-            tokio::task::block_in_place(|| watchers.create(guard, target, options, handle))
-        }
-        .expect("create");
-        std::fs::create_dir(real.join("sub")).expect("mkdir");
-        let polled = async {
-            let mut seen = Vec::new();
-            while !seen.iter().any(|e: &FilesystemEvent| e.name == "sub" && e.kind == EventType::Create) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                seen.extend(watchers.events(&id).expect("events"));
-            }
+        let chmod = WatchEvent {
+            kind: "attributes".into(),
+            path: real.join("g").display().to_string(),
+            is_dir: false,
+            old_path: None,
         };
-        tokio::time::timeout(Duration::from_secs(10), polled).await.expect("the event is queued");
+        assert_eq!(
+            names(&translate(&guard, &target, watch::Output::Change(chmod), options)),
+            [("g".to_string(), EventType::Chmod)]
+        );
+    }
+
+    #[test]
+    fn a_polled_watcher_sees_every_change_made_before_the_poll() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, guard, real) = scratch();
+        let target = crate::fs::safe::resolve(&guard, ".", Op::Read, "").expect("resolve");
+        std::fs::write(real.join("old"), b"1").expect("write");
+        let watchers = Watchers::new(CancellationToken::new());
+        let options = WatchOptions { recursive: true, include_entry: false };
+        let id = watchers.create(guard.clone(), target.clone(), options).expect("create");
+        assert!(watchers.events(&id).expect("events").is_empty());
+        std::fs::create_dir(real.join("sub")).expect("mkdir");
+        std::fs::write(real.join("sub/new"), b"data").expect("write");
+        std::fs::write(real.join("old"), b"22").expect("write");
+        std::fs::set_permissions(real.join("old"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        // No waiting: the poll itself reads what the kernel queued.
+        let seen = names(
+            &watchers.events(&id).expect("events").into_iter().map(|e| Item::Event(Box::new(e))).collect::<Vec<_>>(),
+        );
+        let expected = [
+            ("sub", EventType::Create),
+            ("sub/new", EventType::Create),
+            ("sub/new", EventType::Chmod),
+            ("sub/new", EventType::Write),
+            ("old", EventType::Write),
+        ];
+        for (name, kind) in expected {
+            assert!(seen.contains(&(name.to_string(), kind)), "{name} {kind:?} in {seen:?}");
+        }
+        std::fs::set_permissions(real.join("old"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let seen: Vec<(String, EventType)> =
+            watchers.events(&id).expect("events").into_iter().map(|e| (e.name, e.kind)).collect();
+        assert_eq!(seen, [("old".to_string(), EventType::Chmod)]);
         watchers.remove(&id).expect("remove");
         assert!(matches!(watchers.events(&id), Err(EnvdError::NotFound(_))));
     }

@@ -164,7 +164,7 @@ impl Hub {
             return Err(exhausted(format!("Too many watches (at most {})", self.limits.max_watches)));
         }
         if state.inotify.is_none() {
-            let inotify = Inotify::init(InitFlags::IN_CLOEXEC)
+            let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
                 .map_err(|e| exhausted(format!("Cannot start watching: no inotify instance ({e})")))?;
             let inotify = Arc::new(inotify);
             let reader = Arc::clone(&inotify);
@@ -183,20 +183,47 @@ impl Hub {
     }
 
     fn read_forever(&self, inotify: &Inotify) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         loop {
-            match inotify.read_events() {
-                Ok(events) => {
-                    let mut state = self.lock();
-                    for event in events {
-                        state.dispatch(event);
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
+            let mut ready = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut ready, PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "the inotify reader stopped; watches see no more changes");
                     return;
                 }
             }
+            if let Err(e) = Self::drain(&mut self.lock(), inotify) {
+                tracing::error!(error = %e, "the inotify reader stopped; watches see no more changes");
+                return;
+            }
+        }
+    }
+
+    /// Reads and dispatches what the kernel has queued, under the state lock
+    /// (events are only ever read under it, so once this returns every event
+    /// queued before the call is in its watches' channels).
+    fn drain(state: &mut State, inotify: &Inotify) -> Result<(), nix::errno::Errno> {
+        loop {
+            match inotify.read_events() {
+                Ok(events) => {
+                    for event in events {
+                        state.dispatch(event);
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands every event the kernel has queued so far to its watches now:
+    /// a change made before this call is in the channels when it returns
+    /// (a polled watch calls it before it looks).
+    pub fn flush(&self) {
+        let mut state = self.lock();
+        if let Some(inotify) = state.inotify.clone() {
+            let _ = Self::drain(&mut state, &inotify);
         }
     }
 }

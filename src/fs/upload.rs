@@ -46,6 +46,9 @@ pub struct WritePolicy {
     /// Who the new file and the directories made for it belong to, when the
     /// request acts as another user than the server's.
     pub owner: Option<super::safe::Owner>,
+    /// Extended attributes (`(name, value)`) the new file gets before it is
+    /// put in place (envd's metadata); skipped where the file system has none.
+    pub xattrs: Vec<(String, Vec<u8>)>,
 }
 
 impl WritePolicy {
@@ -299,8 +302,15 @@ impl Files {
         policy: &WritePolicy,
     ) -> Result<AtomicFile, FsError> {
         let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
-        let (overwrite, owner) = (policy.overwrite, policy.owner);
-        super::blocking(move || AtomicFile::create_for(&guard, &target, overwrite, &files.writes, owner)).await
+        let (overwrite, owner, xattrs) = (policy.overwrite, policy.owner, policy.xattrs.clone());
+        super::blocking(move || {
+            let file = AtomicFile::create_for(&guard, &target, overwrite, &files.writes, owner)?;
+            if !file.set_xattrs(&xattrs)? {
+                tracing::warn!(path = %target.path.display(), "the file system keeps no extended attributes; metadata not kept");
+            }
+            Ok(file)
+        })
+        .await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {

@@ -61,9 +61,14 @@ pub struct Options {
     pub interval: Duration,
     /// How long the watch lasts.
     pub duration: Duration,
+    /// How long events are gathered before they are compared ([`BATCH`] for `files_watch`).
+    pub batch: Duration,
+    /// Report a change of permission bits alone as `attributes` (envd's `CHMOD`).
+    pub attributes: bool,
 }
 
-type Known = HashMap<PathBuf, (Kind, u64, super::meta::Time)>;
+/// Kind, size, modification time and mode of each path a watch knows.
+type Known = HashMap<PathBuf, (Kind, u64, super::meta::Time, u32)>;
 
 /// Watches running now (for the metrics).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -103,20 +108,54 @@ pub fn start(
     shutdown: CancellationToken,
     runtime: tokio::runtime::Handle,
 ) -> Result<mpsc::Receiver<Output>, FsError> {
-    let dir = match safe::open(&guard, &target, dir_flags(), Mode::empty(), Op::Read) {
-        Ok(dir) => dir,
-        Err(FsError::NotFound(_) | FsError::NotADirectory(_)) => {
-            return Err(FsError::NotFound(format!("Directory not found: {raw}")))
-        }
-        Err(e) => return Err(e),
-    };
-    let (subscription, raw_rx, overflow) = super::inotify::hub().subscribe()?;
-    subscription.add_dir(dir.as_fd(), &target.path)?;
-    let mut state = State { guard, target, options, known: Known::new(), last_modified: HashMap::new(), subscription };
-    state.known = state.scan_from(dir, &state.target.path.clone(), 1).map_err(|(_, e)| e)?;
+    let (state, raw_rx, overflow) = State::open(guard, target, raw, options)?;
     let (tx, rx) = mpsc::channel(256);
     runtime.spawn(run(state, raw_rx, overflow, tx, shutdown));
     Ok(rx)
+}
+
+/// A watch its caller polls: the changes since the last poll are worked out
+/// during the poll, right after the shared instance has handed over every
+/// event the kernel queued, so a change made before a poll is in its answer.
+pub struct Polled {
+    state: State,
+    raw: mpsc::Receiver<Raw>,
+    overflow: Arc<AtomicBool>,
+    _counted: Counted,
+}
+
+impl std::fmt::Debug for Polled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Polled").field("target", &self.state.target.path).finish_non_exhaustive()
+    }
+}
+
+impl Polled {
+    /// Starts watching the directory `target` (`raw`: the caller's spelling).
+    /// Blocking: call it off the runtime. `options.duration` and `interval` are not used.
+    ///
+    /// # Errors
+    /// As [`start`].
+    pub fn start(guard: PathGuard, target: Resolved, raw: &str, options: Options) -> Result<Self, FsError> {
+        let (state, raw, overflow) = State::open(guard, target, raw, options)?;
+        Ok(Polled { state, raw, overflow, _counted: Counted::new() })
+    }
+
+    /// The changes since the last poll, oldest first (`End("deleted")` when
+    /// the directory went away). Blocking.
+    pub fn poll(&mut self) -> Vec<Output> {
+        super::inotify::hub().flush();
+        let mut batch = Vec::new();
+        while let Ok(event) = self.raw.try_recv() {
+            batch.push(event);
+        }
+        let rescan = self.overflow.swap(false, Ordering::Relaxed);
+        let mut out = Vec::new();
+        if !batch.is_empty() || rescan {
+            self.state.process(&batch, &[], rescan, &mut out, &mut Vec::new());
+        }
+        out
+    }
 }
 
 struct State {
@@ -153,7 +192,9 @@ async fn run(
             event = raw.recv() => match event {
                 None => break "shutdown",
                 Some(first) => {
-                    tokio::time::sleep(BATCH).await;
+                    if !state.options.batch.is_zero() {
+                        tokio::time::sleep(state.options.batch).await;
+                    }
                     let mut batch = vec![first];
                     while let Ok(more) = raw.try_recv() { batch.push(more); }
                     batch
@@ -186,6 +227,28 @@ async fn run(
 }
 
 impl State {
+    /// Subscribes to the directory `target` and learns what is below it.
+    fn open(
+        guard: PathGuard,
+        target: Resolved,
+        raw: &str,
+        options: Options,
+    ) -> Result<(State, mpsc::Receiver<Raw>, Arc<AtomicBool>), FsError> {
+        let dir = match safe::open(&guard, &target, dir_flags(), Mode::empty(), Op::Read) {
+            Ok(dir) => dir,
+            Err(FsError::NotFound(_) | FsError::NotADirectory(_)) => {
+                return Err(FsError::NotFound(format!("Directory not found: {raw}")))
+            }
+            Err(e) => return Err(e),
+        };
+        let (subscription, raw_rx, overflow) = super::inotify::hub().subscribe()?;
+        subscription.add_dir(dir.as_fd(), &target.path)?;
+        let mut state =
+            State { guard, target, options, known: Known::new(), last_modified: HashMap::new(), subscription };
+        state.known = state.scan_from(dir, &state.target.path.clone(), 1).map_err(|(_, e)| e)?;
+        Ok((state, raw_rx, overflow))
+    }
+
     fn due(&self, path: &Path) -> bool {
         self.last_modified.get(path).is_none_or(|t| t.elapsed() >= self.options.interval)
     }
@@ -273,6 +336,12 @@ impl State {
                 out.push(change("created", st.is_dir(), old_path));
                 self.remember(path, &st);
             }
+            (Some(old), Some(st))
+                if self.options.attributes && old.3 != st.mode && (old.1, old.2) == (st.size, st.modified) =>
+            {
+                out.push(change("attributes", st.is_dir(), None));
+                self.remember(path, &st);
+            }
             (Some(old), Some(st)) if (old.1, old.2) != (st.size, st.modified) => {
                 if !self.due(path) {
                     throttled.push(path.to_path_buf());
@@ -318,7 +387,7 @@ impl State {
 
     fn remember(&mut self, path: &Path, st: &Stat) {
         if self.known.len() < MAX_KNOWN || self.known.contains_key(path) {
-            self.known.insert(path.to_path_buf(), (st.kind, st.size, st.modified));
+            self.known.insert(path.to_path_buf(), (st.kind, st.size, st.modified, st.mode));
         }
     }
 
@@ -391,7 +460,7 @@ impl State {
             if !super::list::visible(&self.guard, entry) {
                 return Flow::Skip;
             }
-            known.insert(entry.path.clone(), (entry.stat.kind, entry.stat.size, entry.stat.modified));
+            known.insert(entry.path.clone(), (entry.stat.kind, entry.stat.size, entry.stat.modified, entry.stat.mode));
             if entry.depth + depth > nesting {
                 return Flow::Skip;
             }

@@ -123,6 +123,25 @@ impl AtomicFile {
         self.written
     }
 
+    /// Sets extended attributes (`(name, value)`) on the new file, before it
+    /// is put in place. `false` when the file system keeps none (nothing set).
+    ///
+    /// # Errors
+    /// [`FsError::NoSpace`] when they do not fit on the inode; I/O errors.
+    pub fn set_xattrs(&self, attributes: &[(String, Vec<u8>)]) -> Result<bool, FsError> {
+        for (name, value) in attributes {
+            match rustix::fs::fsetxattr(self.file.as_fd(), name.as_str(), value, rustix::fs::XattrFlags::empty()) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::NOTSUP) => return Ok(false),
+                Err(rustix::io::Errno::NOSPC | rustix::io::Errno::TOOBIG | rustix::io::Errno::DQUOT) => {
+                    return Err(FsError::NoSpace(self.target.clone()))
+                }
+                Err(e) => return Err(FsError::io(&self.target, e.into())),
+            }
+        }
+        Ok(true)
+    }
+
     /// Puts the content in place atomically (durably first when syncing).
     ///
     /// # Errors

@@ -42,6 +42,7 @@ pub fn write_policy(grant: &Grant, max_bytes: Option<u64>) -> WritePolicy {
         deny_extensions: strings(Param::DenyExtensions),
         max_bytes,
         owner: None,
+        xattrs: Vec::new(),
     }
 }
 
@@ -260,6 +261,8 @@ pub async fn watch(
         recursive: truthy(q.recursive.as_deref()),
         interval: Duration::from_secs_f64(interval),
         duration: Duration::from_secs_f64(seconds),
+        batch: watch::BATCH,
+        attributes: false,
     };
     let (guard, shutdown, runtime) = (grant.guard(), app.shutdown.clone(), tokio::runtime::Handle::current());
     let (path, rx) = fs::blocking(move || {

@@ -27,7 +27,8 @@ use crate::api::process::{
 use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{owner, Grant, LimitValue, Viewer};
-use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::exec::{CommandLine, ExecInput};
+use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
 use crate::python;
 
@@ -75,6 +76,12 @@ fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
 /// Checks and builds the command. Its file-system checks are a few `stat`s
 /// of local paths, done inline as `tokio::process` resolves programs; a
 /// `user` lookup may ask a remote user database, so it runs on the blocking pool.
+/// The request body in the domain's terms.
+fn exec_input(request: ExecRequest) -> ExecInput {
+    let command = if request.shell { CommandLine::Shell(request.command) } else { CommandLine::Split(request.command) };
+    ExecInput { command, cwd: request.cwd, env: request.env, timeout: request.timeout, user: request.user }
+}
+
 pub(crate) async fn prepared(
     app: &AppState,
     grant: &Grant,
@@ -82,6 +89,7 @@ pub(crate) async fn prepared(
     kind: ExecKind,
 ) -> Result<ExecSpec, ApiError> {
     let id = grant.endpoint().id;
+    let request = exec_input(request);
     if request.user.is_none() {
         return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
     }
@@ -100,7 +108,7 @@ pub async fn shell(
 ) -> Result<Json<ShellResult>, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let _slot = app.processes.reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
+    let _slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(&app, &grant, request, ExecKind::Shell).await?;
     let result = run::run(spec, limit_usize(&grant, Limit::MaxOutputBytes)).await.map_err(|e| e.into_api(id))?;
     Ok(Json(result))
@@ -118,7 +126,7 @@ pub async fn shell_stream(
 ) -> Result<impl IntoResponse, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let slot = app.processes.reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
+    let slot = app.processes.registry().reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
     let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
     let events = run::stream(spec, max_output, app.shutdown.clone(), move || drop(slot));
@@ -136,7 +144,7 @@ pub async fn start(
 ) -> Result<Json<Started>, ApiError> {
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-    let slot = app.processes.reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
+    let slot = app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
     let (capture, stdin) = (request.capture_output, request.stdin);
     let spec = prepared(&app, &grant, request, ExecKind::Start).await?;
     let max_output = limit_usize(&grant, Limit::MaxOutputBytes);

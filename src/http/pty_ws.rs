@@ -22,8 +22,9 @@ use super::error::ApiError;
 use super::extract::Query;
 use super::AppState;
 use crate::api::PtyMessage;
+use crate::process::ExitStatus;
 use crate::pty::request::{parse_message, ClientMessage};
-use crate::pty::{Session, ShellExit, TerminalError, Update};
+use crate::pty::{Session, TerminalError, Update};
 
 /// The close code of a connection to an unknown or ended session (policy violation, as the reference).
 const UNKNOWN_SESSION: u16 = 1008;
@@ -184,7 +185,7 @@ async fn write(session: &Session, chunk: Option<Bytes>) -> std::io::Result<usize
     session.write_input(&chunk).await
 }
 
-fn exited(session: &Session, exit: ShellExit) -> PtyMessage {
+fn exited(session: &Session, exit: ExitStatus) -> PtyMessage {
     PtyMessage {
         session_id: Some(session.id().to_string()),
         exit_code: Some(exit.code()),

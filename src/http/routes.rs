@@ -112,7 +112,12 @@ mod tests {
         let engine = Arc::new(PolicyEngine::new(inputs).expect("engine"));
         let shutdown = CancellationToken::new();
         let app = AppState::new(engine, shutdown.clone()).serving_pty(1);
-        let envd = Arc::new(crate::envd::Envd::new(Arc::clone(&app.env), shutdown.clone(), 1024));
+        let envd = Arc::new(crate::envd::Envd::new(
+            Arc::clone(&app.env),
+            shutdown.clone(),
+            1024,
+            app.processes.registry().clone(),
+        ));
         let config = crate::code::CodeConfig {
             max_contexts: 1,
             idle_timeout: None,

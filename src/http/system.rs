@@ -54,7 +54,7 @@ pub async fn env_set(
 pub async fn prometheus(State(app): State<AppState>) -> axum::response::Response {
     use axum::response::IntoResponse;
     let live = crate::metrics::Live {
-        processes: app.processes.live(),
+        processes: app.processes.registry().live(),
         terminals: app.terminals.live() as u64,
         code_contexts: app.interpreter.as_ref().map_or(0, |code| code.list().len() as u64),
         watches: crate::fs::watch::live() as u64,

@@ -120,6 +120,19 @@ pub struct PolicyEngine {
     pub throttle: throttle::Throttle,
 }
 
+/// The root of `rule`'s paths when it names none: the base directory, except
+/// for the envd port's process starts, whose working directory is anywhere
+/// the process's user may enter (as envd), unless a policy names roots.
+fn default_root<'a>(base_dir: &'a Path, rule: &EffectiveRule) -> &'a Path {
+    let envd_exec = rule.endpoint.port == crate::endpoints::Port::Envd
+        && rule.endpoint.governed_by.is_some_and(|g| Op::default_for(g) == Op::Exec);
+    if envd_exec {
+        Path::new("/")
+    } else {
+        base_dir
+    }
+}
+
 impl PolicyEngine {
     /// Compiles the inputs.
     ///
@@ -180,7 +193,7 @@ impl PolicyEngine {
             (Some(dir), false) => dir.clone(),
             _ => inputs.base_dir,
         };
-        let path_rules = rules.iter().map(|r| Arc::new(PathRules::compile(&base_dir, r))).collect();
+        let path_rules = rules.iter().map(|r| Arc::new(PathRules::compile(default_root(&base_dir, r), r))).collect();
         Ok(PolicyEngine {
             limiter: Arc::new(Limiter::new(rules.len())),
             rules,

@@ -16,7 +16,6 @@ use std::time::Duration;
 use nix::unistd::{Gid, Uid, User};
 
 use super::ProcessError;
-use crate::api::process::ExecRequest;
 use crate::codec::shlex::split;
 use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
@@ -40,10 +39,44 @@ pub enum ExecKind {
     Start,
 }
 
+/// What to run, as the caller gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandLine {
+    /// One line split into words shell-style, without a shell (the reference's `/shell`).
+    Split(String),
+    /// One line run by `/bin/sh -c`.
+    Shell(String),
+    /// Words already split (envd's `cmd` and `args`).
+    Argv(Vec<String>),
+}
+
+/// A request to run a program, in domain terms (no wire type).
+#[derive(Debug, Clone)]
+pub struct ExecInput {
+    /// The program and its arguments.
+    pub command: CommandLine,
+    /// Working directory, through the endpoint's path rules (`None` or empty: the base directory).
+    pub cwd: Option<String>,
+    /// Variables added to the child environment.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Wall-clock limit in seconds (`None` or not positive: the endpoint's default).
+    pub timeout: Option<f64>,
+    /// Run as this user (a name or a uid).
+    pub user: Option<String>,
+}
+
+impl ExecInput {
+    /// `command`, split shell-style, with everything else at its default.
+    pub fn new(command: CommandLine) -> Self {
+        ExecInput { command, cwd: None, env: None, timeout: None, user: None }
+    }
+}
+
 /// A command that passed the policy, ready to spawn.
 #[derive(Debug, Clone)]
 pub struct ExecSpec {
-    /// The command line as given (reported back by the process endpoints).
+    /// The command line as given (reported back by the process endpoints;
+    /// the words joined by spaces for an argv).
     pub command: String,
     /// What runs (`argv[0]` as given).
     pub argv: Vec<String>,
@@ -63,6 +96,11 @@ impl ExecSpec {
     /// The timeout as a duration.
     pub fn deadline(&self) -> Option<Duration> {
         self.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok())
+    }
+
+    /// How the supervisor sets the child up (the user it runs as).
+    pub fn spawn_options(&self) -> super::SpawnOptions {
+        super::SpawnOptions { credentials: self.credentials.clone(), ..super::SpawnOptions::default() }
     }
 
     /// A std command for this spec with the given stdio (spawn it through the supervisor).
@@ -96,16 +134,17 @@ fn missing_command() -> ProcessError {
 pub fn prepare(
     grant: &Grant,
     child_env: &ChildEnv,
-    request: &ExecRequest,
+    request: &ExecInput,
     kind: ExecKind,
 ) -> Result<ExecSpec, ProcessError> {
-    if request.command.is_empty() {
-        return Err(missing_command());
-    }
-    let mut argv = if request.shell {
-        vec!["/bin/sh".to_string(), "-c".to_string(), request.command.clone()]
-    } else {
-        split(&request.command).map_err(|e| ProcessError::Invalid(format!("Invalid command: {e}")))?
+    let (mut argv, shell, command) = match &request.command {
+        CommandLine::Split(line) | CommandLine::Shell(line) if line.is_empty() => return Err(missing_command()),
+        CommandLine::Split(line) => {
+            let words = split(line).map_err(|e| ProcessError::Invalid(format!("Invalid command: {e}")))?;
+            (words, false, line.clone())
+        }
+        CommandLine::Shell(line) => (vec!["/bin/sh".to_string(), "-c".to_string(), line.clone()], true, line.clone()),
+        CommandLine::Argv(words) => (words.clone(), false, words.join(" ")),
     };
     if argv.is_empty() {
         return Err(missing_command());
@@ -130,7 +169,7 @@ pub fn prepare(
     check_env(&extra, &[])?;
     check_not_dangerous(extra.keys(), commands_restricted(grant.engine()))?;
     let commands = command_guard(grant).map_err(|e| ProcessError::Invalid(e.to_string()))?;
-    let admitted = commands.check(&argv, request.shell)?;
+    let admitted = commands.check(&argv, shell)?;
     // A `{path}` rule may rewrite argv[0]; then std looks the program up itself.
     let unchanged = admitted[0] == argv[0];
     argv = admitted;
@@ -151,7 +190,7 @@ pub fn prepare(
     env.extend(extra);
     // Found on `PATH`, it is an executable file already (`which` checked); given with a `/`, check it.
     let program = Some(looked_up).filter(|p| unchanged && p.is_absolute() && (!argv[0].contains('/') || p.is_file()));
-    Ok(ExecSpec { command: request.command.clone(), argv, program, cwd, env, timeout, credentials })
+    Ok(ExecSpec { command, argv, program, cwd, env, timeout, credentials })
 }
 
 /// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.
@@ -210,8 +249,8 @@ mod tests {
         ChildEnv::from_vars([("PATH".to_string(), "/usr/bin:/bin".to_string())], &["MY_SECRET".to_string()])
     }
 
-    fn request(command: &str) -> ExecRequest {
-        ExecRequest::new(command)
+    fn request(command: &str) -> ExecInput {
+        ExecInput::new(CommandLine::Split(command.into()))
     }
 
     #[test]
@@ -224,7 +263,7 @@ mod tests {
         let mut capped = RuleSpec::default();
         capped.limits.insert(Limit::TimeoutSeconds, LimitValue::Number(2.5));
         let capped = grant("shell", dir.path(), capped);
-        let asked = ExecRequest { timeout: Some(10.0), ..request("true") };
+        let asked = ExecInput { timeout: Some(10.0), ..request("true") };
         assert_eq!(prepare(&capped, &env(), &asked, ExecKind::Shell).expect("ok").timeout, Some(2.5));
         let spec = prepare(&free, &env(), &request("true"), ExecKind::Shell).expect("ok");
         assert_eq!(spec.program.as_deref(), Some(std::path::Path::new("/usr/bin/true")));
@@ -243,10 +282,10 @@ mod tests {
             other => panic!("expected a denial, got {other:?}"),
         };
         assert_eq!(code(prepare(&g, &env(), &request("rm -rf x"), ExecKind::Shell)), "command_not_allowed");
-        let shell = ExecRequest { shell: true, ..request("echo hi") };
+        let shell = ExecInput::new(CommandLine::Shell("echo hi".into()));
         assert_eq!(code(prepare(&g, &env(), &shell, ExecKind::Shell)), "shell_not_allowed");
         let preload = [("LD_PRELOAD".to_string(), "/tmp/x.so".to_string())].into();
-        let with_preload = ExecRequest { env: Some(preload), ..request("echo hi") };
+        let with_preload = ExecInput { env: Some(preload), ..request("echo hi") };
         assert_eq!(code(prepare(&g, &env(), &with_preload, ExecKind::Shell)), "env_var_denied", "commands restricted");
         let free = grant("shell", dir.path(), RuleSpec::default());
         assert!(prepare(&free, &env(), &with_preload, ExecKind::Shell).is_ok(), "no command rules: as the reference");
@@ -257,7 +296,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::write(dir.path().join("file"), b"").expect("file");
         let g = grant("shell", dir.path(), RuleSpec::default());
-        let with_env = |k: &str| ExecRequest { env: Some([(k.to_string(), "x".to_string())].into()), ..request("env") };
+        let with_env = |k: &str| ExecInput { env: Some([(k.to_string(), "x".to_string())].into()), ..request("env") };
         let denial = |r: Result<ExecSpec, ProcessError>| match r {
             Err(ProcessError::Denied(d)) => d.code(),
             other => panic!("expected a denial, got {other:?}"),
@@ -266,9 +305,9 @@ mod tests {
         assert_eq!(denial(prepare(&g, &env(), &with_env("ABX_X"), ExecKind::Shell)), "env_var_denied");
         let spec = prepare(&g, &env(), &with_env("OK_VAR"), ExecKind::Shell).expect("ok");
         assert_eq!(spec.env.get("OK_VAR").map(String::as_str), Some("x"));
-        let outside = ExecRequest { cwd: Some("/etc".into()), ..request("ls") };
+        let outside = ExecInput { cwd: Some("/etc".into()), ..request("ls") };
         assert_eq!(denial(prepare(&g, &env(), &outside, ExecKind::Shell)), "path_not_allowed");
-        let file = ExecRequest { cwd: Some("file".into()), ..request("ls") };
+        let file = ExecInput { cwd: Some("file".into()), ..request("ls") };
         assert!(
             matches!(prepare(&g, &env(), &file, ExecKind::Shell), Err(ProcessError::Invalid(m)) if m == "'cwd' is not a directory: file")
         );

@@ -5,9 +5,14 @@
 //!   subsystem that starts a program (shells, terminals, kernels, registered
 //!   commands) spawns through [`reaper::supervisor`].
 //! - [`exec`]: from a request to a command that passed the policy.
+//! - [`runner`]: the one bounded runner (output limits, time limit, the
+//!   exit of the program ends the run) and the one kill guard; used by
+//!   `/shell`, registered commands, `/code/run`, git and system probes.
 //! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
-//! - [`table`]: background processes (`/process/*`): stdin, signals, and
-//!   bounded, cursor-addressable output.
+//! - [`registry`]: the one registry of processes clients address by pid
+//!   (OS pids), viewed by both planes; ownership, retention and limits.
+//! - [`table`]: background processes (`/process/*`), the native plane's
+//!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
 //! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
 //! - Command lines are split shell-style by [`crate::codec::shlex`], which
 //!   the client shares.
@@ -17,7 +22,9 @@
 pub mod exec;
 pub mod output;
 pub mod reaper;
+pub mod registry;
 pub mod run;
+pub mod runner;
 pub mod table;
 
 use std::io;
@@ -27,6 +34,7 @@ use nix::errno::Errno;
 
 pub use self::exec::{prepare, ExecKind, ExecSpec};
 pub use self::reaper::{supervisor, ExitStatus, Job, SpawnOptions, Spawned};
+pub use self::registry::Registry;
 pub use self::table::Processes;
 use crate::policy::Denial;
 
@@ -123,8 +131,7 @@ pub fn format_g(value: f64) -> String {
 /// [`ProcessError::Spawn`] when the program cannot be started.
 pub fn spawn(spec: &ExecSpec, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, ProcessError> {
     let command = spec.command(stdin, stdout, stderr);
-    let options = SpawnOptions { credentials: spec.credentials.clone(), ..SpawnOptions::default() };
-    supervisor().spawn(command, options).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
+    supervisor().spawn(command, spec.spawn_options()).map_err(|e| ProcessError::spawn(&e, &spec.argv[0]))
 }
 
 /// A child's stdout or stderr pipe (as `Stdio::piped` made it) as a

@@ -1,9 +1,9 @@
 //! Child output: UTF-8-safe chunking, line splitting, and the bounded,
 //! cursor-addressable capture of background processes.
 //!
-//! - [`Utf8Chunker`] holds back an incomplete multibyte sequence at the end
-//!   of a read until the next read completes it, so a character is never
-//!   split across events and never turns into replacement characters.
+//! - Chunks are cut at character boundaries by the one incremental UTF-8
+//!   decoder, [`crate::codec::utf8`] (process output, terminal scrollback and
+//!   code pipes all use it), so a character is never split across events.
 //! - [`LineSplitter`] cuts a byte stream into lines (without the `\n`),
 //!   bounding a line's length so memory stays flat on output without newlines.
 //! - [`Capture`] keeps the newest events of a process up to a byte budget,
@@ -15,6 +15,8 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
+
+use crate::codec::utf8::complete_len;
 use tokio::sync::Notify;
 
 /// Which output stream.
@@ -33,44 +35,6 @@ impl Stream {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
         }
-    }
-}
-
-/// Where the last complete UTF-8 sequence of `bytes` ends: an incomplete
-/// (but so far valid) sequence at the very end is left out. Invalid bytes
-/// elsewhere are kept; they will be replaced when decoded.
-fn complete_prefix(bytes: &[u8]) -> usize {
-    let mut start = 0;
-    loop {
-        match std::str::from_utf8(&bytes[start..]) {
-            Ok(_) => return bytes.len(),
-            Err(e) => match e.error_len() {
-                Some(len) => start += e.valid_up_to() + len,
-                None => return start + e.valid_up_to(),
-            },
-        }
-    }
-}
-
-/// Re-chunks a byte stream so that no chunk ends inside a UTF-8 character.
-#[derive(Debug, Default)]
-pub struct Utf8Chunker {
-    pending: Vec<u8>,
-}
-
-impl Utf8Chunker {
-    /// The complete part of what was held back plus `bytes`; the rest is held.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut all = std::mem::take(&mut self.pending);
-        all.extend_from_slice(bytes);
-        let end = complete_prefix(&all);
-        self.pending = all.split_off(end);
-        all
-    }
-
-    /// Whatever is held back, at end of stream.
-    pub fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.pending)
     }
 }
 
@@ -102,7 +66,7 @@ impl LineSplitter {
                     self.partial.extend_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
                     if self.partial.len() >= self.max {
-                        let cut = complete_prefix(&self.partial).max(1);
+                        let cut = complete_len(&self.partial).max(1);
                         let rest = self.partial.split_off(cut);
                         emit(std::mem::replace(&mut self.partial, rest));
                     }
@@ -249,26 +213,6 @@ impl Capture {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn multibyte_characters_are_never_split() {
-        let text = "héllo wörld €".as_bytes();
-        for cut in 0..text.len() {
-            let mut chunker = Utf8Chunker::default();
-            let mut out = chunker.push(&text[..cut]);
-            assert!(std::str::from_utf8(&out).is_ok(), "cut {cut}");
-            out.extend(chunker.push(&text[cut..]));
-            out.extend(chunker.finish());
-            assert_eq!(out, text);
-        }
-    }
-
-    #[test]
-    fn invalid_bytes_pass_through_and_a_truncated_tail_is_flushed() {
-        let mut chunker = Utf8Chunker::default();
-        assert_eq!(chunker.push(b"a\xffb\xe2\x82"), b"a\xffb");
-        assert_eq!(chunker.finish(), b"\xe2\x82");
-    }
 
     #[test]
     fn lines_split_on_newlines_and_length() {

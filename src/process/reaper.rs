@@ -62,11 +62,29 @@ impl ExitStatus {
         }
     }
 
+    /// Whether it exited with code 0.
+    pub fn success(self) -> bool {
+        self == ExitStatus::Exited(0)
+    }
+
     /// The signal that killed it, if one did.
     pub fn signal(self) -> Option<i32> {
         match self {
             ExitStatus::Exited(_) => None,
             ExitStatus::Signaled(signal) => Some(signal),
+        }
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    /// `exit status 3`, or `signal 9 (SIGKILL)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ExitStatus::Exited(code) => write!(f, "exit status {code}"),
+            ExitStatus::Signaled(signal) => match Signal::try_from(signal) {
+                Ok(named) => write!(f, "signal {signal} ({})", named.as_str()),
+                Err(_) => write!(f, "signal {signal}"),
+            },
         }
     }
 }

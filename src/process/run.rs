@@ -21,51 +21,17 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::output::{LineSplitter, Stream, Utf8Chunker};
-use super::{format_g, receiver, spawn, ExecSpec, ExitStatus, Job, ProcessError};
+use super::output::{LineSplitter, Stream};
+pub use super::runner::KILL_GRACE;
+use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError};
+use super::{format_g, receiver, spawn, ExecSpec, ExitStatus, ProcessError};
 use crate::api::process::{ShellEvent, ShellResult};
 
-/// How long a terminated group gets between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// `/shell` output kept per stream when the policy sets no `max_output_bytes`.
 pub const DEFAULT_SHELL_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// Longest line `/shell/stream` sends as one event; longer lines are split.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
-
-/// Terminates a job's group when dropped while armed.
-#[derive(Debug)]
-pub struct KillOnDrop {
-    job: Option<Job>,
-}
-
-impl KillOnDrop {
-    /// Armed for `job`.
-    pub fn new(job: Job) -> Self {
-        KillOnDrop { job: Some(job) }
-    }
-
-    /// The run ended normally; nothing to kill.
-    pub fn disarm(&mut self) {
-        self.job = None;
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let Some(job) = self.job.take() else { return };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(async move {
-                    job.terminate(KILL_GRACE).await;
-                });
-            }
-            Err(_) => {
-                let _ = job.signal_group(nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-    }
-}
 
 fn sleep_until(deadline: Option<Instant>) -> tokio::time::Sleep {
     // A far deadline stands in for "none" (about 30 years).
@@ -76,65 +42,33 @@ fn deadline_of(spec: &ExecSpec) -> Option<Instant> {
     spec.deadline().map(|d| Instant::now() + d)
 }
 
-/// Reads `pipe` to the end, keeping the first `cap` bytes.
-async fn read_capped(pipe: Option<tokio::net::unix::pipe::Receiver>, cap: usize) -> (Vec<u8>, bool) {
-    let Some(mut pipe) = pipe else { return (Vec::new(), false) };
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut chunk = vec![0u8; READ_CHUNK];
-    loop {
-        match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..n.min(room)]);
-                truncated |= n > room;
-            }
-        }
-    }
-    if truncated {
-        // Never end inside a character the cut split.
-        let mut chunker = Utf8Chunker::default();
-        kept = chunker.push(&kept);
-    }
-    (kept, truncated)
-}
-
-/// `POST /shell`: runs `spec` to completion.
+/// `POST /shell`: runs `spec` to its exit (descendants it leaves in the
+/// background run on; see [`runner`]).
 ///
 /// # Errors
 /// [`ProcessError::Spawn`] when it cannot start, [`ProcessError::Timeout`]
 /// when the deadline ends it.
 pub async fn run(spec: ExecSpec, max_output: Option<usize>) -> Result<ShellResult, ProcessError> {
-    let spawned = spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped())?;
-    let job = spawned.job;
-    let mut guard = KillOnDrop::new(job.clone());
-    let pipe = |fd: Option<std::os::fd::OwnedFd>| fd.and_then(|fd| receiver(fd).ok());
-    let stdout = pipe(spawned.stdout.map(Into::into));
-    let stderr = pipe(spawned.stderr.map(Into::into));
     let cap = max_output.unwrap_or(DEFAULT_SHELL_OUTPUT_BYTES);
-    // Pipes first: they close when the process exits, and then its status is
-    // usually there to take without waiting for the reaper thread.
-    let finished = async {
-        let (out, err) = tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap));
-        (out, err, job.exited().await)
+    let bounds = Bounds {
+        timeout: spec.deadline(),
+        grace: KILL_GRACE,
+        after_exit: AfterExit::LeaveGroup,
+        spawn: spec.spawn_options(),
+        ..Bounds::new(cap)
     };
-    let outcome = tokio::select! {
-        done = finished => Some(done),
-        () = sleep_until(deadline_of(&spec)) => None,
-    };
-    let Some(((out, out_cut), (err, err_cut), status)) = outcome else {
-        job.terminate(KILL_GRACE).await;
-        guard.disarm();
-        return Err(ProcessError::Timeout(format_g(spec.timeout.unwrap_or_default())));
-    };
-    guard.disarm();
-    Ok(ShellResult {
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-        exit_code: status.code(),
-        truncated: (out_cut || err_cut).then_some(true),
-    })
+    let command = spec.command(Stdio::null(), Stdio::null(), Stdio::null());
+    match runner::run(command, bounds).await {
+        Ok(ran) => Ok(ShellResult {
+            stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
+            exit_code: ran.status.code(),
+            truncated: ran.truncated.then_some(true),
+        }),
+        Err(RunError::Spawn(e)) => Err(ProcessError::spawn(&e, &spec.argv[0])),
+        Err(RunError::Timeout) => Err(ProcessError::Timeout(format_g(spec.timeout.unwrap_or_default()))),
+        Err(e @ (RunError::TooMuchOutput(_) | RunError::Io(_))) => Err(ProcessError::Internal(e.to_string())),
+    }
 }
 
 /// How a stream ended before the process finished on its own.
@@ -199,7 +133,7 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
         }
     };
     let job = spawned.job;
-    let mut guard = KillOnDrop::new(job.clone());
+    let mut guard = KillOnDrop::new(job.clone(), KILL_GRACE);
     let (line_tx, mut lines) = mpsc::channel(64);
     let readers: Vec<JoinHandle<()>> = [
         start_reader(spawned.stdout.map(Into::into), Stream::Stdout, line_tx.clone()),

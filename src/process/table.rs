@@ -1,14 +1,13 @@
-//! Background processes (`/process/*`) and the process limits of every exec endpoint.
+//! Background processes (`/process/*`): the native plane's view of the
+//! daemon's one [`Registry`].
 //!
-//! A started process keeps a record: its command, start time, [`Job`], an
-//! optional stdin pipe and an optional [`Capture`] of its output. Output is
-//! read as it comes, whether or not anyone is reading it, into the bounded
-//! capture; readers hold cursors and never slow the process. Exited
-//! processes stay queryable for [`RETAIN_EXITED_FOR`] (at most
-//! [`MAX_EXITED`] of them), then are forgotten.
+//! A started process keeps its command, start time, [`Job`], an optional
+//! stdin pipe and an optional [`Capture`] of its output. Output is read as
+//! it comes, whether or not anyone is reading it, into the bounded capture;
+//! readers hold cursors and never slow the process. Retention of exited
+//! processes, ownership and limits are the registry's.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -16,21 +15,16 @@ use bytes::Bytes;
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
-use tokio::time::Instant;
 
-use super::output::{Capture, Stream, Utf8Chunker};
+use super::output::{Capture, Stream};
 use super::reaper::SignalError;
-use super::run::KILL_GRACE;
+use super::registry::{Entry, Registry, Slot};
+use super::runner::KILL_GRACE;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
+use crate::codec::utf8::Utf8Decoder;
 use crate::policy::Viewer;
 
-/// How long an exited process stays queryable.
-pub const RETAIN_EXITED_FOR: Duration = Duration::from_secs(600);
-/// How many exited processes stay queryable.
-pub const MAX_EXITED: usize = 64;
-/// `max_processes` of `/process/start` when the policy sets none, as the reference.
-pub const DEFAULT_MAX_PROCESSES: u64 = 100;
 /// Capture budget when the policy sets no `max_output_bytes`, as the reference.
 pub const DEFAULT_CAPTURE_BYTES: usize = 1024 * 1024;
 /// Longest `wait` of `/process/{pid}/output`, as the reference.
@@ -38,91 +32,32 @@ pub const MAX_OUTPUT_WAIT: f64 = 30.0;
 const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Which kind of run a process slot is for; each has its own count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotKind {
-    /// `/process/start`.
-    Background,
-    /// `/shell`.
-    Shell,
-    /// `/shell/stream`.
-    Stream,
-}
-
-/// A reserved place under `max_processes`; released when dropped.
-pub struct Slot {
-    processes: Arc<Inner>,
-    kind: SlotKind,
-}
-
-impl std::fmt::Debug for Slot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot").field("kind", &self.kind).finish()
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut counts = self.processes.lock();
-        let count = counts.live.entry(slot_key(self.kind)).or_default();
-        *count = count.saturating_sub(1);
-    }
-}
-
-fn slot_key(kind: SlotKind) -> u8 {
-    kind as u8
-}
-
-struct Record {
-    owner: String,
+/// The native plane's detail of a registered process.
+struct Background {
     command: String,
     started_at: f64,
     job: Job,
     capture: Option<Arc<Capture>>,
     stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
-    exited_at: OnceLock<Instant>,
 }
 
-impl Record {
-    fn info(&self) -> ProcessInfo {
-        let status = self.job.status();
-        ProcessInfo {
-            pid: self.job.pid(),
-            command: self.command.clone(),
-            state: if status.is_some() { "exited" } else { "running" }.into(),
-            started_at: self.started_at,
-            exit_code: status.map(|s| s.code()),
-        }
-    }
-}
+type Record = Entry<Background>;
 
-#[derive(Default)]
-struct Table {
-    records: HashMap<i32, Arc<Record>>,
-    live: HashMap<u8, u64>,
-}
-
-#[derive(Default)]
-struct Inner {
-    table: Mutex<Table>,
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+fn info(record: &Record) -> ProcessInfo {
+    let status = record.job.status();
+    ProcessInfo {
+        pid: record.pid(),
+        command: record.command.clone(),
+        state: if status.is_some() { "exited" } else { "running" }.into(),
+        started_at: record.started_at,
+        exit_code: status.map(|s| s.code()),
     }
 }
 
 /// The process service behind the `/process/*` endpoints.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Processes {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for Processes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Processes").finish_non_exhaustive()
-    }
+    registry: Registry,
 }
 
 fn unix_now() -> f64 {
@@ -130,30 +65,14 @@ fn unix_now() -> f64 {
 }
 
 impl Processes {
-    /// An empty table.
+    /// A view of a new, empty registry.
     pub fn new() -> Self {
         Processes::default()
     }
 
-    /// Runs holding a slot now, of every kind (envd's processes included).
-    pub fn live(&self) -> u64 {
-        self.inner.lock().live.values().sum()
-    }
-
-    /// Reserves a slot of `kind` under `limit` (`None`: unlimited).
-    ///
-    /// # Errors
-    /// [`ProcessError::ProcessLimit`] when `limit` runs of that kind are live.
-    pub fn reserve(&self, kind: SlotKind, limit: Option<u64>) -> Result<Slot, ProcessError> {
-        let mut table = self.inner.lock();
-        let count = table.live.entry(slot_key(kind)).or_default();
-        if let Some(limit) = limit {
-            if *count >= limit {
-                return Err(ProcessError::ProcessLimit(limit));
-            }
-        }
-        *count += 1;
-        Ok(Slot { processes: Arc::clone(&self.inner), kind })
+    /// The daemon's registry this plane views (envd's plane views it too).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// `POST /process/start`: starts `spec` in the background for `owner`
@@ -190,20 +109,14 @@ impl Processes {
                 pump(fd, stream, Arc::clone(capture));
             }
         }
-        let record = Arc::new(Record {
-            owner: owner.id().to_string(),
+        let detail = Background {
             command: spec.command.clone(),
             started_at: unix_now(),
             job: job.clone(),
             capture,
             stdin: tokio::sync::Mutex::new(stdin),
-            exited_at: OnceLock::new(),
-        });
-        {
-            let mut table = self.inner.lock();
-            prune(&mut table);
-            table.records.insert(job.pid(), Arc::clone(&record));
-        }
+        };
+        let record = self.registry.insert(job.pid(), owner, detail);
         let deadline = spec.deadline();
         tokio::spawn(async move {
             let _slot = slot;
@@ -217,27 +130,19 @@ impl Processes {
                     record.job.exited().await;
                 }
             }
-            let _ = record.exited_at.set(Instant::now());
+            record.mark_ended();
         });
         Ok(Started { pid: job.pid(), command: spec.command })
     }
 
     /// The process `pid`, if `viewer` may see it (else it is not found).
     fn find(&self, pid: i64, viewer: &Viewer) -> Result<Arc<Record>, ProcessError> {
-        let mut table = self.inner.lock();
-        prune(&mut table);
-        let found = i32::try_from(pid).ok().and_then(|p| table.records.get(&p).cloned());
-        found.filter(|r| viewer.sees(&r.owner)).ok_or(ProcessError::NotFound(pid))
+        self.registry.find(pid, viewer).ok_or(ProcessError::NotFound(pid))
     }
 
     /// `GET /process/list`: every known process `viewer` may see, oldest first.
     pub fn list(&self, viewer: &Viewer) -> Vec<ProcessInfo> {
-        let mut table = self.inner.lock();
-        prune(&mut table);
-        let mut all: Vec<ProcessInfo> =
-            table.records.values().filter(|r| viewer.sees(&r.owner)).map(|r| r.info()).collect();
-        all.sort_by(|a, b| a.started_at.total_cmp(&b.started_at));
-        all
+        self.registry.visible::<Background>(viewer).iter().map(|r| info(r)).collect()
     }
 
     /// `GET /process/{pid}`.
@@ -245,7 +150,7 @@ impl Processes {
     /// # Errors
     /// [`ProcessError::NotFound`].
     pub fn get(&self, pid: i64, viewer: &Viewer) -> Result<ProcessInfo, ProcessError> {
-        Ok(self.find(pid, viewer)?.info())
+        Ok(info(&*self.find(pid, viewer)?))
     }
 
     /// `POST /process/{pid}/signal`: sends `signal` to the process's group
@@ -344,7 +249,7 @@ impl Processes {
             }
         }
         let read = capture.read(since);
-        let info = record.info();
+        let info = info(&record);
         Ok(ProcessOutput {
             pid: info.pid,
             events: read.events.into_iter().map(output_event).collect(),
@@ -354,16 +259,6 @@ impl Processes {
             dropped: read.dropped,
             lagged: read.lagged,
         })
-    }
-
-    /// Every process this table knows, running or not (for tests and shutdown reports).
-    pub fn len(&self) -> usize {
-        self.inner.lock().records.len()
-    }
-
-    /// Whether the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -403,7 +298,7 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
         return;
     };
     tokio::spawn(async move {
-        let mut chunker = Utf8Chunker::default();
+        let mut chunker = Utf8Decoder::new();
         let mut chunk = vec![0u8; READ_CHUNK];
         loop {
             match pipe.read(&mut chunk).await {
@@ -411,25 +306,7 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
                 Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))),
             }
         }
-        capture.push(stream, Bytes::from(chunker.finish()));
+        capture.push(stream, Bytes::from(chunker.finish_bytes()));
         capture.close_stream();
     });
-}
-
-/// Forgets exited processes past the retention time or count.
-fn prune(table: &mut Table) {
-    let now = Instant::now();
-    let mut exited: Vec<(Instant, i32)> = table
-        .records
-        .iter()
-        .filter(|(_, r)| r.job.status().is_some())
-        .map(|(pid, r)| (r.exited_at.get().copied().unwrap_or(now), *pid))
-        .collect();
-    exited.sort();
-    let excess = exited.len().saturating_sub(MAX_EXITED);
-    for (i, (at, pid)) in exited.into_iter().enumerate() {
-        if i < excess || now.duration_since(at) > RETAIN_EXITED_FOR {
-            table.records.remove(&pid);
-        }
-    }
 }

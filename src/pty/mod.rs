@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::request::{ClientMessage, CreatePolicy, CreateRequest};
 pub use self::session::{Attachment, Session, Update};
-pub use self::spawn::ShellExit;
 use crate::api::PtySessionInfo;
 use crate::policy::{Denial, Viewer};
 
@@ -256,8 +255,15 @@ impl Terminals {
         let shell = request.shell.clone();
         let (cols, rows) = (request.cols, request.rows);
         let spawned = tokio::task::spawn_blocking(move || {
-            let spec =
-                spawn::ShellSpec { shell: &request.shell, args: &[], env: &env, cwd: cwd.as_deref(), cols, rows };
+            let spec = spawn::ShellSpec {
+                shell: &request.shell,
+                args: &[],
+                env: &env,
+                cwd: cwd.as_deref(),
+                cols,
+                rows,
+                credentials: None,
+            };
             spawn::spawn_shell(&spec)
         })
         .await
@@ -404,7 +410,7 @@ mod tests {
         first.signal(nix::sys::signal::Signal::SIGKILL);
         let mut attachment = first.attach();
         while !matches!(attachment.next().await, Update::Exited(_)) {}
-        assert_eq!(first.exit_status(), Some(ShellExit::Signaled(9)));
+        assert_eq!(first.exit_status(), Some(crate::process::ExitStatus::Signaled(9)));
         terminals
             .create(&Viewer::admin(), request("/bin/sh"), env(), None, None)
             .await

@@ -23,9 +23,10 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::scrollback::Scrollback;
-use super::spawn::{ExitFuture, ShellExit, SpawnedShell};
+use super::spawn::{ExitFuture, SpawnedShell};
 use crate::api::PtySessionInfo;
 use crate::codec::utf8::Utf8Decoder;
+use crate::process::ExitStatus;
 use crate::process::Job;
 
 /// How long an attached connection may leave output unread before the shell stops waiting for it.
@@ -47,7 +48,7 @@ pub struct Session {
     output: Mutex<Output>,
     data: watch::Sender<u64>,
     space: Notify,
-    exit: watch::Sender<Option<ShellExit>>,
+    exit: watch::Sender<Option<ExitStatus>>,
     closed: CancellationToken,
 }
 
@@ -132,7 +133,7 @@ impl Session {
     }
 
     /// How the shell exited, once it has.
-    pub fn exit_status(&self) -> Option<ShellExit> {
+    pub fn exit_status(&self) -> Option<ExitStatus> {
         *self.exit.borrow()
     }
 
@@ -153,7 +154,7 @@ impl Session {
             cols: state.cols,
             rows: state.rows,
             alive: exit.is_none(),
-            exit_code: exit.map(ShellExit::code),
+            exit_code: exit.map(ExitStatus::code),
             shell: self.shell.clone(),
             attached: state.attached,
         }
@@ -365,7 +366,7 @@ pub enum Update {
         skipped: u64,
     },
     /// The shell exited and everything it wrote was delivered.
-    Exited(ShellExit),
+    Exited(ExitStatus),
 }
 
 /// One connection's view of a session's output.
@@ -374,7 +375,7 @@ pub struct Attachment {
     id: u64,
     decoder: Utf8Decoder,
     data: watch::Receiver<u64>,
-    exit: watch::Receiver<Option<ShellExit>>,
+    exit: watch::Receiver<Option<ExitStatus>>,
     done: bool,
     holds: bool,
 }

@@ -19,14 +19,11 @@ use std::process::{Command, Stdio};
 
 use rustix::pty::OpenptFlags;
 
-use crate::process::{supervisor, Job, SpawnOptions};
+use crate::process::{supervisor, ExitStatus, Job, SpawnOptions};
 use rustix::termios::Winsize;
 
-/// How a shell ended: the supervisor's exit status.
-pub use crate::process::ExitStatus as ShellExit;
-
 /// Resolves when the shell has exited (and was reaped).
-pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ShellExit> + Send>>;
+pub type ExitFuture = Pin<Box<dyn std::future::Future<Output = ExitStatus> + Send>>;
 
 /// A started shell.
 pub struct SpawnedShell {
@@ -55,6 +52,8 @@ pub struct ShellSpec<'a> {
     pub cols: u16,
     /// Terminal height.
     pub rows: u16,
+    /// Run as another user (the server must be root); `None`: the server's user.
+    pub credentials: Option<crate::sys::Credentials>,
 }
 
 /// Opens a pseudo-terminal sized `cols` x `rows` and starts the shell on it.
@@ -89,7 +88,12 @@ pub fn spawn_shell(spec: &ShellSpec<'_>) -> io::Result<SpawnedShell> {
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let options = SpawnOptions { new_session: true, controlling_terminal: true, ..SpawnOptions::default() };
+    let options = SpawnOptions {
+        new_session: true,
+        controlling_terminal: true,
+        credentials: spec.credentials.clone(),
+        ..SpawnOptions::default()
+    };
     let spawned = supervisor().spawn(command, options)?;
     // The command (and its copies of the slave) is gone: only the shell holds the slave now.
     let pid = spawned.job.pid();

@@ -1,19 +1,16 @@
 //! The one place the system domain starts programs (`python3 --version`,
 //! package managers): bounded in time and output, in their own process
-//! group, killed with that group when they overrun or the request goes away.
+//! group, killed with that group when they exit, overrun, or the request
+//! goes away.
 //!
-//! It spawns through the process supervisor (`process::reaper`), which owns
-//! every child's exit status.
+//! It runs them with the daemon's one runner ([`crate::process::runner`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-
-use crate::process::run::KillOnDrop;
-use crate::process::{receiver, supervisor, SpawnOptions};
+use crate::process::runner::{self, Bounds, Keep};
+use crate::process::ExitStatus;
 
 /// What a finished program left.
 #[derive(Debug)]
@@ -41,17 +38,9 @@ pub enum RunError {
     Io(#[from] std::io::Error),
 }
 
-/// The wait status std reports for a supervisor's exit status.
-fn std_status(status: crate::process::ExitStatus) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    match status {
-        crate::process::ExitStatus::Exited(code) => ExitStatus::from_raw((code & 0xff) << 8),
-        crate::process::ExitStatus::Signaled(signal) => ExitStatus::from_raw(signal & 0x7f),
-    }
-}
-
-/// Runs `program args` with exactly `env`, in `cwd`, stdin closed; returns
-/// its exit status and at most `max_output` bytes of standard output.
+/// Runs `program args` with exactly `env`, in `cwd`, stdin closed, through
+/// the daemon's one runner: its exit ends the run and its process group;
+/// returns its exit status and at most `max_output` bytes of standard output.
 ///
 /// # Errors
 /// [`RunError::NotFound`] when there is no such program, [`RunError::Timeout`]
@@ -65,35 +54,16 @@ pub async fn run(
     max_output: usize,
 ) -> Result<Ran, RunError> {
     let mut command = std::process::Command::new(program);
-    command
-        .args(args)
-        .env_clear()
-        .envs(env)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let spawned = supervisor().spawn(command, SpawnOptions::default()).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => RunError::NotFound,
-        _ => RunError::Io(e),
-    })?;
-    // Terminates the whole group unless the program finished within its limits.
-    let mut guard = KillOnDrop::new(spawned.job.clone());
-    let stdout = spawned.stdout.ok_or_else(|| RunError::Io(std::io::Error::other("no stdout pipe")))?;
-    let mut stdout = receiver(stdout)?;
-    let job = spawned.job;
-    let finish = async {
-        let mut buffer = Vec::new();
-        (&mut stdout).take(max_output as u64 + 1).read_to_end(&mut buffer).await?;
-        if buffer.len() > max_output {
-            return Err(RunError::TooMuchOutput(max_output));
-        }
-        let status = std_status(job.exited().await);
-        Ok(Ran { status, stdout: buffer })
-    };
-    let ran = tokio::time::timeout(timeout, finish).await.map_err(|_| RunError::Timeout)??;
-    guard.disarm();
-    Ok(ran)
+    command.args(args).env_clear().envs(env).current_dir(cwd);
+    let bounds =
+        Bounds { stdout: Keep::Head(max_output), stderr: Keep::Nothing, timeout: Some(timeout), ..Bounds::new(0) };
+    match runner::run(command, bounds).await {
+        Ok(ran) => Ok(Ran { status: ran.status, stdout: ran.stdout }),
+        Err(runner::RunError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(RunError::NotFound),
+        Err(runner::RunError::Spawn(e) | runner::RunError::Io(e)) => Err(RunError::Io(e)),
+        Err(runner::RunError::Timeout) => Err(RunError::Timeout),
+        Err(runner::RunError::TooMuchOutput(limit)) => Err(RunError::TooMuchOutput(limit)),
+    }
 }
 
 #[cfg(test)]
@@ -109,7 +79,7 @@ mod tests {
         let ran = run("sh", &["-c", "printf hello; exit 3"], &env(), Path::new("/"), Duration::from_secs(10), 64)
             .await
             .expect("runs");
-        assert_eq!((ran.stdout.as_slice(), ran.status.code()), (&b"hello"[..], Some(3)));
+        assert_eq!((ran.stdout.as_slice(), ran.status.code()), (&b"hello"[..], 3));
     }
 
     #[tokio::test]

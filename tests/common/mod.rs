@@ -312,3 +312,32 @@ impl Drop for SmallDisk {
         let _ = Command::new("umount").arg(&self.path).status();
     }
 }
+
+/// Waits until `pid` is dead or a zombie (it is not the test's child, so
+/// there is no exit to await); whether it went within `timeout`.
+pub async fn pid_gone(pid: i32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(") ").next().and_then(|rest| rest.chars().next());
+        if matches!(state, None | Some('Z' | 'X')) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The pid a test's script wrote to `file` (waiting up to 5 s for it).
+pub async fn pid_in(file: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", file.display());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -119,7 +119,7 @@ pub struct EntryInfo {
     /// A symlink's target, as stored in the link.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub symlink_target: Option<String>,
-    /// User metadata (never set by this server).
+    /// User metadata: the file's `user.e2b.*` extended attributes, prefix stripped.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
     /// Whether the entry is a symlink (newer SDKs read this).

@@ -58,6 +58,9 @@ pub struct WrittenFile {
     /// Always `file`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The metadata the file keeps (`X-Metadata-*` of the upload, read back), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 /// An error answer of the plain HTTP endpoints.

@@ -208,7 +208,12 @@ pub async fn upload(
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let upload = Upload { state: &state, grant: &grant, account: account.as_ref() };
+    let named = headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
+    let metadata = match crate::envd::metadata::from_headers(named) {
+        Ok(metadata) => metadata,
+        Err(e) => return plain_error(e),
+    };
+    let upload = Upload { state: &state, grant: &grant, account: account.as_ref(), metadata: &metadata };
     let written = if media == "application/octet-stream" {
         let Some(path) = q.path.as_deref().filter(|p| !p.is_empty()) else {
             return http_error(StatusCode::BAD_REQUEST, "path query parameter is required for raw body upload");
@@ -245,6 +250,8 @@ struct Upload<'a> {
     state: &'a EnvdState,
     grant: &'a Grant,
     account: Option<&'a Account>,
+    /// Metadata every file of the upload gets.
+    metadata: &'a std::collections::BTreeMap<String, String>,
 }
 
 impl Upload<'_> {
@@ -252,6 +259,7 @@ impl Upload<'_> {
         let max_bytes = self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64);
         let mut policy = crate::http::files_transfer::write_policy(self.grant, max_bytes);
         policy.owner = crate::envd::filesystem::owner_of(self.account);
+        policy.xattrs = crate::envd::metadata::attributes(self.metadata);
         policy
     }
 
@@ -280,10 +288,17 @@ impl Upload<'_> {
             FsError::IsADirectory(path) => EnvdError::Invalid(format!("path is a directory: {}", path.display())),
             other => other.into(),
         })?;
+        let kept = if self.metadata.is_empty() {
+            Default::default()
+        } else {
+            let path = target.path.clone();
+            blocking(move || Ok(crate::envd::metadata::read(&path))).await?
+        };
         Ok(WrittenFile {
             path: target.path.display().to_string(),
             name: crate::fs::file_name(&target.path),
             kind: "file".into(),
+            metadata: Some(kept).filter(|m| !m.is_empty()),
         })
     }
 

@@ -135,11 +135,11 @@ pub async fn create_watcher(call: Call) -> Response {
     call.unary(|state, grant, req: WatchRequest| async move {
         let (guard, raw) = prepared(&state, &grant, &req.path)?;
         let options = WatchOptions { recursive: req.recursive, include_entry: req.include_entry };
-        let (envd, runtime) = (state.envd.clone(), tokio::runtime::Handle::current());
+        let envd = state.envd.clone();
         let watcher_id = state
             .blocking_as(&grant, move |_| {
                 let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-                envd.watchers.create(guard, target, options, runtime)
+                envd.watchers.create(guard, target, options)
             })
             .await?;
         Ok(CreateWatcherResponse { watcher_id })
@@ -150,7 +150,8 @@ pub async fn create_watcher(call: Call) -> Response {
 /// `GetWatcherEvents`.
 pub async fn watcher_events(call: Call) -> Response {
     call.unary(|state, _grant, req: WatcherRequest| async move {
-        let events = state.envd.watchers.events(&req.watcher_id)?;
+        let envd = state.envd.clone();
+        let events = super::blocking(move || envd.watchers.events(&req.watcher_id)).await?;
         Ok(WatcherEventsResponse { events })
     })
     .await

@@ -20,13 +20,12 @@ use crate::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
     StartRequest, StreamInputRequest, UpdateRequest,
 };
-use crate::api::process::ExecRequest;
 use crate::endpoints::Limit;
 use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
 use crate::policy::{owner, Identity, LimitValue, Viewer};
-use crate::process::exec::{prepare, ExecKind};
-use crate::process::table::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::exec::{prepare, CommandLine, ExecInput, ExecKind};
+use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -34,20 +33,6 @@ const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The caller as the registry's owner checks see it.
 fn viewer(identity: &Identity) -> Viewer {
     Viewer::new(identity, owner::PROCESS_ADMIN)
-}
-
-/// `argv` as one command line the exec policy splits back into the same words.
-fn command_line(argv: &[String]) -> String {
-    argv.iter()
-        .map(|word| {
-            if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b)) {
-                word.clone()
-            } else {
-                format!("'{}'", word.replace('\'', r#"'"'"'"#))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The events of `process` as a paced stream of responses; `end` is the last one.
@@ -75,28 +60,38 @@ pub async fn start(call: Call) -> Response {
         if config.cmd.is_empty() {
             return Err(ConnectError::new(Code::InvalidArgument, "process.cmd is empty"));
         }
-        let cwd = match config.cwd.as_deref() {
-            Some(cwd) => state.envd.path(cwd)?,
-            None => state.envd.path("")?,
-        };
         let argv: Vec<String> = std::iter::once(config.cmd.clone()).chain(config.args.iter().cloned()).collect();
         let env = Arc::clone(&state.app.env);
-        let grant_for_exec = grant.clone();
-        let envs = config.envs.clone();
+        let (grant_for_exec, envd) = (grant.clone(), Arc::clone(&state.envd));
+        let base = state.app.engine.base_dir().to_path_buf();
+        let (envs, requested_cwd) = (config.envs.clone(), config.cwd.clone());
         let spec = state
             .blocking_as(&grant, move |account| {
-                let request = ExecRequest {
-                    command: command_line(&argv),
-                    cwd: Some(cwd),
-                    env: Some(envs),
-                    user: account.filter(|a| a.is_other()).map(|a| a.name),
-                    ..ExecRequest::default()
+                // As envd: the account's home, login variables and PATH, unless the request says otherwise.
+                let mut account = match account {
+                    Some(account) => account,
+                    None => crate::envd::access::own()?,
                 };
-                prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)
+                if !account.is_other() {
+                    // The server's own user: its environment says where home and the shell are.
+                    account.home = env.get("HOME").map_or(account.home, Into::into);
+                    account.shell = env.get("SHELL").map_or(account.shell, Into::into);
+                }
+                let cwd = envd.workdir(requested_cwd.as_deref(), &account, &base)?;
+                let request = ExecInput {
+                    cwd: Some(cwd),
+                    env: Some(envs.clone()),
+                    user: Some(account.name.clone()).filter(|_| account.is_other()),
+                    ..ExecInput::new(CommandLine::Argv(argv))
+                };
+                let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
+                account.login_env(&mut spec.env, &envs);
+                Ok(spec)
             })
             .await?;
         let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-        let slot = state.app.processes.reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
+        let slot =
+            state.app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
         let session = match &terminal_grant {
             Some(terminal) => {
                 let max = terminal.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
@@ -228,16 +223,4 @@ pub async fn update(call: Call) -> Response {
         Ok(Empty {})
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_split_back_into_the_same_words() {
-        let argv: Vec<String> = ["/bin/bash", "-l", "-c", "echo 'hi' \"$X\" && ls", "", "a b"].map(String::from).into();
-        let line = command_line(&argv);
-        assert_eq!(crate::codec::shlex::split(&line).expect("splits"), argv);
-    }
 }

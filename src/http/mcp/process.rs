@@ -17,7 +17,7 @@ use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::process::{self as handlers, prepared, OutputQuery};
 use crate::policy::LimitValue;
-use crate::process::table::SlotKind;
+use crate::process::registry::SlotKind;
 use crate::process::{run as runner, ExecKind};
 
 /// Output kept per stream by `run` unless the call asks otherwise.
@@ -52,7 +52,7 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
     let (app, grant) = (ctx.app, ctx.grant);
     let id = grant.endpoint().id;
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let slot = app.processes.reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
+    let slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(app, grant, request, ExecKind::Shell).await?;
     let cancelled = ctx.request.ct.clone();
     let Some(token) = ctx.request.meta.get_progress_token() else {

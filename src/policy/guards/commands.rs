@@ -20,6 +20,8 @@ use crate::endpoints::Param;
 pub const MAX_ARGV: usize = 256;
 /// Longest argv element accepted.
 pub const MAX_ARG_LENGTH: usize = 4096;
+/// Longest argv element the kernel takes (`MAX_ARG_STRLEN`, 32 pages, with its NUL).
+pub const KERNEL_MAX_ARG_LENGTH: usize = 32 * 4096 - 1;
 const MAX_ELLIPSES: usize = 3;
 const DENIED: &str = "command_not_allowed";
 
@@ -109,6 +111,50 @@ pub struct CommandGuard {
     allow: Vec<Vec<String>>,
     deny: Vec<Vec<String>>,
     path_guard: Option<PathGuard>,
+    limits: ArgvLimits,
+}
+
+/// How large an argv the guard admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgvLimits {
+    /// The reference's: [`MAX_ARGV`] elements of [`MAX_ARG_LENGTH`] bytes (the API port).
+    Reference,
+    /// What the kernel's `execve` takes: [`KERNEL_MAX_ARG_LENGTH`] bytes per
+    /// element and `ARG_MAX` in all (the envd port, as envd).
+    Kernel,
+}
+
+impl ArgvLimits {
+    /// Why `argv` is refused under these limits, if it is.
+    fn refuse(self, argv: &[String]) -> Option<String> {
+        if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
+            return Some(format!("argv[{i}] contains a NUL byte"));
+        }
+        match self {
+            ArgvLimits::Reference => (argv.len() > MAX_ARGV || argv.iter().any(|a| a.len() > MAX_ARG_LENGTH))
+                .then(|| "argv is too long or contains a NUL byte".to_string()),
+            ArgvLimits::Kernel => {
+                if let Some((i, a)) = argv.iter().enumerate().find(|(_, a)| a.len() > KERNEL_MAX_ARG_LENGTH) {
+                    return Some(format!(
+                        "argv[{i}] is {} bytes; the kernel takes at most {KERNEL_MAX_ARG_LENGTH} bytes per argument",
+                        a.len()
+                    ));
+                }
+                let total: usize = argv.iter().map(|a| a.len() + 1 + std::mem::size_of::<usize>()).sum();
+                let max = arg_max();
+                (total > max).then(|| format!("argv is {total} bytes; the kernel takes at most {max} (ARG_MAX) in all"))
+            }
+        }
+    }
+}
+
+/// The kernel's bound on arguments and environment together (`sysconf(ARG_MAX)`).
+fn arg_max() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::ARG_MAX)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(2 * 1024 * 1024)
 }
 
 impl CommandGuard {
@@ -121,7 +167,14 @@ impl CommandGuard {
             allow: allow.iter().map(|p| tokens(p)).collect::<Result<_, _>>()?,
             deny: deny.iter().map(|p| tokens(p)).collect::<Result<_, _>>()?,
             path_guard,
+            limits: ArgvLimits::Reference,
         })
+    }
+
+    /// The same guard, admitting argvs up to `limits`.
+    pub fn with_limits(mut self, limits: ArgvLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Whether the guard constrains anything.
@@ -189,8 +242,8 @@ impl CommandGuard {
         if argv.is_empty() {
             return Err(invalid("argv must be a non-empty list of strings"));
         }
-        if argv.len() > MAX_ARGV || argv.iter().any(|a| a.len() > MAX_ARG_LENGTH || a.contains('\0')) {
-            return Err(invalid("argv is too long or contains a NUL byte"));
+        if let Some(reason) = self.limits.refuse(argv) {
+            return Err(invalid(&reason));
         }
         if argv[0].is_empty() {
             return Err(invalid("Empty executable"));
@@ -245,7 +298,11 @@ pub fn command_guard(grant: &Grant) -> Result<CommandGuard, PatternError> {
     let allow = strings(grant.param(Param::AllowCommands));
     let deny = strings(grant.param(Param::DenyCommands));
     let path_guard = grant.endpoint().paths.then(|| grant.guard());
-    CommandGuard::new(&allow, &deny, path_guard)
+    let limits = match grant.endpoint().port {
+        crate::endpoints::Port::Envd => ArgvLimits::Kernel,
+        _ => ArgvLimits::Reference,
+    };
+    Ok(CommandGuard::new(&allow, &deny, path_guard)?.with_limits(limits))
 }
 
 #[cfg(test)]
@@ -273,6 +330,21 @@ mod tests {
         assert_eq!(code(g.check(&[], false)), Err("command_invalid"));
         assert_eq!(code(g.check(&["a\0b".into()], false)), Err("command_invalid"));
         assert_eq!(code(g.check(&vec!["x".to_string(); MAX_ARGV + 1], false)), Err("command_invalid"));
+        assert_eq!(code(g.check(&["x".into(), "a".repeat(MAX_ARG_LENGTH + 1)], false)), Err("command_invalid"));
+    }
+
+    #[test]
+    fn the_kernel_limits_take_what_execve_takes() {
+        let g = guard(&[], &[]).with_limits(ArgvLimits::Kernel);
+        let long = vec!["printf".to_string(), "a".repeat(KERNEL_MAX_ARG_LENGTH)];
+        assert_eq!(code(g.check(&long, false)), Ok(long.clone()), "one argument up to 128 KiB");
+        assert_eq!(code(g.check(&vec!["x".to_string(); MAX_ARGV + 1], false)).map(|a| a.len()), Ok(MAX_ARGV + 1));
+        let too_long = g.check(&["x".into(), "a".repeat(KERNEL_MAX_ARG_LENGTH + 1)], false).expect_err("refused");
+        assert!(too_long.to_string().contains("at most 131071 bytes per argument"), "{too_long}");
+        let many = vec!["a".repeat(100_000); 64];
+        let too_much = g.check(&many, false).expect_err("refused");
+        assert!(too_much.to_string().contains("ARG_MAX"), "{too_much}");
+        assert_eq!(code(g.check(&["a\0b".into()], false)), Err("command_invalid"));
     }
 
     #[test]
