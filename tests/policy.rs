@@ -374,7 +374,11 @@ async fn audit_lines_follow_the_rule_mode_and_never_carry_tokens() {
     });
     let (_dir, server) = with_policy(&policy);
     check(&server, Some(READER), json!({"endpoint": "files_stat", "path": "a.txt"})).await;
-    let log = server.wait_for_log("endpoint=\"capabilities_check\" identity=\"reader\"", Duration::from_secs(5));
+    // The audit line itself: it follows the access line, and the log is written in the background.
+    let log = server.wait_for_log(
+        "audit: port=\"api\" endpoint=\"capabilities_check\" identity=\"reader\"",
+        Duration::from_secs(5),
+    );
     let allowed = log.lines().find(|l| l.contains(" audit:") && l.contains("capabilities_check")).expect("audit line");
     assert!(allowed.contains("decision=\"allow\"") && allowed.contains("status=200"), "{allowed}");
     assert_eq!(call(&server, "POST", "/files/mkdir", Some(READER), Some(json!({"path": "d"}))).await.0, 403);
