@@ -1,6 +1,9 @@
 //! The environment child processes start with: the server's own environment
 //! minus its secrets, plus the variables set through `POST /env`.
 //!
+//! This is the store; the rules about names (which are secret, settable,
+//! hidden, protected or dangerous) are all in [`crate::policy::guards::env`].
+//!
 //! The server never changes its own process environment (`setenv` is not
 //! safe while other threads read it); variables set at run time live here
 //! and every spawn (processes, terminals, code contexts, commands) asks this
@@ -9,10 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
-use crate::policy::Denial;
-
-/// Variables that are always secret: never shown, set, or passed to children.
-pub const SECRET_VARS: [&str; 3] = ["ABX_SERVER_TOKEN", "ABX_SERVER_POLICY", "ABX_SERVER_POLICY_FILE"];
+use crate::policy::guards::env::SECRET_VARS;
 
 /// The child environment: the server's own at start, minus secrets, plus overrides.
 #[derive(Debug)]
@@ -70,40 +70,6 @@ impl ChildEnv {
     }
 }
 
-/// Admits ordinary `NAME=value` assignments from a JSON object, in order,
-/// as the reference's environment guard does: a name must look like
-/// `[A-Za-z_][A-Za-z0-9_]*` and a value must be a string without NUL
-/// (`env_invalid`, 400); `ABX_*` in any case is never settable
-/// (`env_var_denied`, 403). Every spawn that takes a caller's environment
-/// (`POST /env`, processes, terminals) uses it.
-///
-/// # Errors
-/// The first refused assignment.
-pub fn check_assignments(vars: &serde_json::Map<String, serde_json::Value>) -> Result<Vec<(String, String)>, Denial> {
-    let mut admitted = Vec::with_capacity(vars.len());
-    for (name, value) in vars {
-        let value = match value {
-            serde_json::Value::String(v) if is_valid_name(name) && !v.contains('\0') => v,
-            _ => return Err(Denial::invalid("env_invalid", format!("Invalid environment assignment '{name}'"))),
-        };
-        if name.to_ascii_uppercase().starts_with("ABX_") {
-            return Err(Denial::forbidden(
-                "env_var_denied",
-                format!("Environment variable '{name}' cannot be overwritten"),
-            ));
-        }
-        admitted.push((name.clone(), value.clone()));
-    }
-    Ok(admitted)
-}
-
-/// Whether `name` is a portable environment variable name.
-pub fn is_valid_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,26 +98,5 @@ mod tests {
         assert_eq!(env.get("A").as_deref(), Some("2"));
         assert_eq!(env.snapshot().get("B").map(String::as_str), Some("3"));
         assert_eq!(env.get("ABX_SERVER_TOKEN"), None);
-    }
-
-    #[test]
-    fn assignments_are_checked_in_order_as_the_reference() {
-        let map = |v: serde_json::Value| v.as_object().cloned().expect("object");
-        let ok = check_assignments(&map(serde_json::json!({"B": "1", "_a9": ""}))).expect("admitted");
-        assert_eq!(ok, vec![("B".into(), "1".into()), ("_a9".into(), String::new())]);
-        for bad in [
-            serde_json::json!({"1A": "x"}),
-            serde_json::json!({"A B": "x"}),
-            serde_json::json!({"": "x"}),
-            serde_json::json!({"A": 1}),
-            serde_json::json!({"A": "a\u{0}b"}),
-            serde_json::json!({"OK": "x", "ABX_LATER": "x", "bad name": "x"}),
-        ] {
-            let code = check_assignments(&map(bad.clone())).map(|_| ()).map_err(|d| (d.code(), d.status()));
-            let expected = if bad.get("OK").is_some() { ("env_var_denied", 403) } else { ("env_invalid", 400) };
-            assert_eq!(code, Err(expected), "{bad}");
-        }
-        let denied = check_assignments(&map(serde_json::json!({"abx_x": "1"}))).expect_err("ABX_ in any case");
-        assert_eq!(denied.to_string(), "Environment variable 'abx_x' cannot be overwritten");
     }
 }

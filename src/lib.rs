@@ -40,10 +40,10 @@
 //! - [`process`]: supervised processes: the reaper that owns every child's
 //!   exit, process groups, `/shell` and background processes, bounded
 //!   output capture with cursors (no axum).
-//! - [`sys`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
-//! - [`system`]: system information, metrics, ports, packages and the
-//!   `/env` rules (no axum).
-//! - [`python`]: how Python spells values (`repr`, `json.dumps`, type
+//! - [`syscalls`]: the one module allowed `unsafe` (a child's setup before `exec`, pidfds).
+//! - [`system`]: system information, metrics, ports, packages and
+//!   `/env` (no axum; the rules on variable names are `policy::guards::env`).
+//! - [`pyrepr`]: how Python spells values (`repr`, `json.dumps`, type
 //!   names, `int()`/`float()`), so messages and hashes match the reference's.
 //! - [`fs`]: files: race-safe path access, listing, search, atomic and
 //!   resumable writes, streamed reads, archives, inotify watches. No HTTP.
@@ -108,11 +108,11 @@ pub mod process;
 #[cfg(feature = "server")]
 pub mod pty;
 #[cfg(feature = "server")]
-pub mod python;
+pub mod pyrepr;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]
-pub mod sys;
+pub mod syscalls;
 #[cfg(feature = "server")]
 pub mod system;
 

@@ -236,7 +236,7 @@ type Listener = (SocketAddr, JoinHandle<std::io::Result<()>>);
 
 /// The connection bounds of a port whose callers authenticate with the policy's tokens.
 fn connections(config: &Config, engine: &Arc<PolicyEngine>) -> http::listener::Connections {
-    let priority = http::listener::priority(Arc::clone(engine));
+    let priority = http::limits::priority(Arc::clone(engine));
     http::listener::Connections { limits: config.connections, priority }
 }
 

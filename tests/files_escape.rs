@@ -131,4 +131,42 @@ proptest! {
             }
         }
     }
+
+    /// `safe::open_plain` (the stat fast path, no blocking thread) opens
+    /// exactly what `resolve` then `open` would, and nothing outside, even
+    /// when a directory is swapped for a symlink under it.
+    #[test]
+    fn the_fast_path_agrees_with_resolve_and_stays_inside(layout in layout()) {
+        let world = build(&layout);
+        let rules = compile(&[], true).expect("rules");
+        let rule = rules.iter().find(|r| r.endpoint.id == "files_stat").expect("files_stat");
+        let guard = PathGuard::new(&world.root, rule);
+        // The ordinary path learns that the root is on a local file system.
+        let usable = safe::resolve(&guard, "a/f", Op::Read, "")
+            .is_ok_and(|t| safe::open(&guard, &t, OFlag::O_PATH, Mode::empty(), Op::Read).is_ok());
+        prop_assert!(usable, "the layout is usable");
+        prop_assert!(safe::open_plain(&guard, "a/f", Op::Read).is_some(), "the fast path applies here");
+        for spec in &layout.paths {
+            let raw = spell(&world, spec);
+            let Some((target, fd)) = safe::open_plain(&guard, &raw, Op::Read) else { continue };
+            let slow = safe::resolve(&guard, &raw, Op::Read, "");
+            prop_assert_eq!(slow.as_ref().ok(), Some(&target), "{}", raw);
+            let st = nix::sys::stat::fstat(&fd).expect("fstat");
+            let again = safe::open(&guard, &target, OFlag::O_PATH, Mode::empty(), Op::Read).expect("slow open");
+            let st2 = nix::sys::stat::fstat(&again).expect("fstat");
+            prop_assert_eq!((st.st_dev, st.st_ino), (st2.st_dev, st2.st_ino), "{}", raw);
+        }
+        if layout.swap {
+            swap_in_symlink(&world);
+        }
+        for spec in &layout.paths {
+            let raw = spell(&world, spec);
+            let Some((target, fd)) = safe::open_plain(&guard, &raw, Op::Read) else { continue };
+            let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("proc fd");
+            prop_assert!(real.starts_with(&world.root), "{} opened {}", raw, real.display());
+            prop_assert!(target.path.starts_with(&world.root), "{} named {}", raw, target.path.display());
+            let st = nix::sys::stat::fstat(&fd).expect("fstat");
+            prop_assert!(!world.forbidden.contains(&(st.st_dev, st.st_ino)), "{} opened a forbidden inode", raw);
+        }
+    }
 }

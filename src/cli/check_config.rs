@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use crate::config::{Config, ServeArgs};
+use crate::config::{Config, Options};
 use crate::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use crate::server;
 
@@ -20,7 +20,7 @@ use crate::server;
 pub struct CheckConfigArgs {
     /// The configuration to check (same flags as `serve`).
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub serve: Options,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

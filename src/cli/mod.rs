@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ServeArgs};
+use crate::config::{Config, Options};
 use crate::server;
 
 /// `agent-sandbox-server`: the in-sandbox agent server.
@@ -22,14 +22,14 @@ pub struct Cli {
     pub command: Option<Command>,
     /// Options of `serve` when no subcommand is given.
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub serve: Options,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (the default).
-    Serve(ServeArgs),
+    Serve(Options),
     /// GET /health of a running server; exit 0 when healthy, 1 otherwise.
     Healthcheck(HealthcheckArgs),
     /// Validate the configuration and policy and print the effective endpoint table.
@@ -71,7 +71,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }
 
-fn serve(args: ServeArgs) -> ExitCode {
+fn serve(args: Options) -> ExitCode {
     let config = match Config::resolve(args) {
         Ok(config) => config,
         Err(e) => {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-use crate::python::{self, repr, repr_str};
+use crate::pyrepr::{self, repr, repr_str};
 
 /// The type of a command argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,22 +77,22 @@ impl ArgError {
 /// The conversion's message (without the argument's name).
 pub fn parse_scalar(value: &Value, kind: ArgType) -> Result<Value, String> {
     match kind {
-        ArgType::String => Ok(Value::String(python::str_of(value))),
+        ArgType::String => Ok(Value::String(pyrepr::str_of(value))),
         ArgType::Integer => {
             if value.is_boolean() {
                 return Err("JSON boolean is not an integer argument".into());
             }
-            python::int_of(value).map(|i| Value::Number(i.into()))
+            pyrepr::int_of(value).map(|i| Value::Number(i.into()))
         }
         ArgType::Float => {
-            let f = python::float_of(value)?;
+            let f = pyrepr::float_of(value)?;
             Number::from_f64(f).map(Value::Number).ok_or_else(|| "non-finite numbers are not accepted".into())
         }
         ArgType::Boolean => {
             if let Value::Bool(b) = value {
                 return Ok(Value::Bool(*b));
             }
-            match python::str_of(value).to_lowercase().as_str() {
+            match pyrepr::str_of(value).to_lowercase().as_str() {
                 "true" | "yes" | "1" => Ok(Value::Bool(true)),
                 "false" | "no" | "0" => Ok(Value::Bool(false)),
                 _ => Err(format!("Cannot parse {} as boolean; accepted values: true/false/yes/no/1/0", repr(value))),

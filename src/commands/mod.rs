@@ -12,7 +12,7 @@ pub mod coerce;
 pub mod run;
 pub mod spec;
 
-use crate::python;
+use crate::pyrepr;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -32,7 +32,7 @@ pub const ENV_PREFIX: &str = "ARG_";
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     /// No such command (the caller may see `available`).
-    #[error("Unknown command {}; available: {}", python::repr_str(.name), if .available.is_empty() { "(none)".to_string() } else { .available.join(", ") })]
+    #[error("Unknown command {}; available: {}", pyrepr::repr_str(.name), if .available.is_empty() { "(none)".to_string() } else { .available.join(", ") })]
     NotFound {
         /// The name asked for.
         name: String,
@@ -40,7 +40,7 @@ pub enum CommandError {
         available: Vec<String>,
     },
     /// The caller lacks a scope the command needs.
-    #[error("Missing required scope {}", python::repr_str(.0))]
+    #[error("Missing required scope {}", pyrepr::repr_str(.0))]
     MissingScope(String),
     /// The arguments were refused.
     #[error("{0}")]
@@ -55,7 +55,7 @@ pub enum CommandError {
         message: String,
     },
     /// The program ran past its timeout and was killed.
-    #[error("Command {} timed out after {}s", python::repr_str(.name), python::float_repr(*.seconds).trim_end_matches(".0"))]
+    #[error("Command {} timed out after {}s", pyrepr::repr_str(.name), pyrepr::float_repr(*.seconds).trim_end_matches(".0"))]
     Timeout {
         /// The command.
         name: String,
@@ -63,7 +63,7 @@ pub enum CommandError {
         seconds: f64,
     },
     /// The program wrote more than its output limit and was killed.
-    #[error("Command {} wrote more than {limit} bytes of output", python::repr_str(.name))]
+    #[error("Command {} wrote more than {limit} bytes of output", pyrepr::repr_str(.name))]
     TooMuchOutput {
         /// The command.
         name: String,
@@ -71,7 +71,7 @@ pub enum CommandError {
         limit: usize,
     },
     /// `output = "json"` and the program did not print JSON.
-    #[error("Command {} did not print JSON: {reason}", python::repr_str(.name))]
+    #[error("Command {} did not print JSON: {reason}", pyrepr::repr_str(.name))]
     InvalidOutput {
         /// The command.
         name: String,
@@ -79,7 +79,7 @@ pub enum CommandError {
         reason: String,
     },
     /// The program could not be started.
-    #[error("Cannot start command {}: {source}", python::repr_str(.name))]
+    #[error("Cannot start command {}: {source}", pyrepr::repr_str(.name))]
     Start {
         /// The command.
         name: String,
@@ -103,9 +103,9 @@ impl Registry {
         let mut commands: Vec<Command> = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter().enumerate() {
             let command =
-                spec.validate().map_err(|e| format!("commands[{i}] ({}): {e}", python::repr_str(&spec.name)))?;
+                spec.validate().map_err(|e| format!("commands[{i}] ({}): {e}", pyrepr::repr_str(&spec.name)))?;
             if commands.iter().any(|c| c.name == command.name) {
-                return Err(format!("commands[{i}]: the name {} is used twice", python::repr_str(&command.name)));
+                return Err(format!("commands[{i}]: the name {} is used twice", pyrepr::repr_str(&command.name)));
             }
             commands.push(command);
         }
@@ -244,9 +244,9 @@ fn failure(name: &str, exit: ExitStatus, stderr: &[u8]) -> CommandError {
     };
     let detail: String = last.chars().take(500).collect();
     let message = if detail.is_empty() {
-        format!("Command {} {how}", python::repr_str(name))
+        format!("Command {} {how}", pyrepr::repr_str(name))
     } else {
-        format!("Command {} {how}: {detail}", python::repr_str(name))
+        format!("Command {} {how}: {detail}", pyrepr::repr_str(name))
     };
     CommandError::Failed { error_type: "RuntimeError".into(), message }
 }
@@ -255,14 +255,14 @@ fn failure(name: &str, exit: ExitStatus, stderr: &[u8]) -> CommandError {
 fn exception_line(line: &str) -> Option<(&str, &str)> {
     let (qualified, message) = line.split_once(": ").map_or((line, ""), |(k, m)| (k, m));
     let kind = qualified.rsplit('.').next()?;
-    qualified.split('.').all(crate::environment::is_valid_name).then_some((kind, message))
+    qualified.split('.').all(crate::policy::guards::env::is_valid_name).then_some((kind, message))
 }
 
 /// An argument's text in `argv` and `ARG_*` variables.
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Number(n) if n.is_f64() => n.as_f64().map(python::float_repr).unwrap_or_else(|| n.to_string()),
+        Value::Number(n) if n.is_f64() => n.as_f64().map(pyrepr::float_repr).unwrap_or_else(|| n.to_string()),
         other => other.to_string(),
     }
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::coerce::{parse_scalar, ArgRule, ArgType};
-use crate::python;
+use crate::pyrepr;
 
 /// Default `timeout_seconds` of a command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -158,13 +158,13 @@ impl CommandSpec {
     /// What is wrong and how to fix it (without the entry's position; the caller adds it).
     pub fn validate(&self) -> Result<Command, String> {
         if self.name.is_empty() || !self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
-            return Err(format!("name {} must be letters, digits, '_', '.' or '-'", python::repr_str(&self.name)));
+            return Err(format!("name {} must be letters, digits, '_', '.' or '-'", pyrepr::repr_str(&self.name)));
         }
         let mut args: Vec<Arg> = Vec::with_capacity(self.args.len());
         for spec in &self.args {
-            let arg = spec.validate().map_err(|e| format!("arg {}: {e}", python::repr_str(&spec.name)))?;
+            let arg = spec.validate().map_err(|e| format!("arg {}: {e}", pyrepr::repr_str(&spec.name)))?;
             if args.iter().any(|a| a.rule.name == arg.rule.name) {
-                return Err(format!("arg {} is declared twice", python::repr_str(&spec.name)));
+                return Err(format!("arg {} is declared twice", pyrepr::repr_str(&spec.name)));
             }
             args.push(arg);
         }
@@ -175,7 +175,7 @@ impl CommandSpec {
         let mut argv = Vec::with_capacity(self.argv.len());
         for (i, element) in self.argv.iter().enumerate() {
             let pieces =
-                parse_template(element).map_err(|e| format!("argv[{i}] {}: {e}", python::repr_str(element)))?;
+                parse_template(element).map_err(|e| format!("argv[{i}] {}: {e}", pyrepr::repr_str(element)))?;
             for piece in &pieces {
                 if let Piece::Arg(name) = piece {
                     if !names.contains(&name.as_str()) {
@@ -208,12 +208,12 @@ impl CommandSpec {
             Some(n) => usize::try_from(n).map_err(|_| "max_output_bytes is too large".to_string())?,
         };
         for name in self.env.keys() {
-            if !crate::environment::is_valid_name(name) || name.to_ascii_uppercase().starts_with("ABX_") {
-                return Err(format!("env {} is not a settable variable name", python::repr_str(name)));
+            if !crate::policy::guards::env::is_valid_name(name) || name.to_ascii_uppercase().starts_with("ABX_") {
+                return Err(format!("env {} is not a settable variable name", pyrepr::repr_str(name)));
             }
         }
         if let Some(scope) = self.scopes.iter().find(|s| s.trim().is_empty()) {
-            return Err(format!("scopes may not contain an empty scope ({})", python::repr_str(scope)));
+            return Err(format!("scopes may not contain an empty scope ({})", pyrepr::repr_str(scope)));
         }
         Ok(Command {
             name: self.name.clone(),
@@ -234,7 +234,7 @@ impl CommandSpec {
 
 impl ArgSpec {
     fn validate(&self) -> Result<Arg, String> {
-        if !crate::environment::is_valid_name(&self.name) {
+        if !crate::policy::guards::env::is_valid_name(&self.name) {
             return Err("the name must be an identifier ([A-Za-z_][A-Za-z0-9_]*)".into());
         }
         let required = self.required.unwrap_or(self.default.is_none());
@@ -250,7 +250,7 @@ impl ArgSpec {
                     _ => raw.clone(),
                 };
                 let value = parse_scalar(&raw, self.kind).map_err(|e| {
-                    format!("default {} is not a valid {}: {e}", python::repr(&raw), self.kind.as_str())
+                    format!("default {} is not a valid {}: {e}", pyrepr::repr(&raw), self.kind.as_str())
                 })?;
                 Some(value)
             }
@@ -268,10 +268,10 @@ impl ArgSpec {
 fn listed(value: &Value, kind: ArgType) -> String {
     match (kind, value) {
         (ArgType::StringArray, Value::Array(items)) => {
-            let items: Vec<String> = items.iter().map(|s| python::json_str(s.as_str().unwrap_or_default())).collect();
+            let items: Vec<String> = items.iter().map(|s| pyrepr::json_str(s.as_str().unwrap_or_default())).collect();
             format!("[{}]", items.join(", "))
         }
-        _ => python::str_of(value),
+        _ => pyrepr::str_of(value),
     }
 }
 
@@ -300,7 +300,7 @@ fn parse_template(element: &str) -> Result<Vec<Piece>, String> {
                     }
                     name.push(c);
                 }
-                if !closed || !crate::environment::is_valid_name(&name) {
+                if !closed || !crate::policy::guards::env::is_valid_name(&name) {
                     return Err(format!("'{{{name}' is not a placeholder (write {{{{ for a literal brace)"));
                 }
                 if !text.is_empty() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use base64::Engine;
 use bytes::Bytes;
 
-use super::upload::{spawn_writer, Feeder, Writer};
+use super::feeder::{spawn_writer, Feeder, Writer};
 use super::write::{AtomicFile, Committed};
 use super::{FsError, WritePolicy};
 use crate::codec::base64::BASE64;

@@ -85,6 +85,25 @@ pub fn stat(guard: &PathGuard, target: &Resolved) -> Result<FileInfo, FsError> {
         Err(e) => return Err(FsError::errno(&target.path, e)),
     };
     safe::verify(guard, &fd, &target.path, Op::Read)?;
+    info(target, fd)
+}
+
+/// `files_stat` of the caller's path `raw`: on the caller's thread when
+/// [`safe::open_plain`] can take it (a local disk, no symlink, no mount on
+/// the way: a few system calls that wait on nothing else), else resolved
+/// and stat'ed on a blocking thread. Same answer and errors either way.
+///
+/// # Errors
+/// The guard's refusals, and I/O errors other than a missing path.
+pub async fn stat_path(guard: PathGuard, raw: String) -> Result<FileInfo, FsError> {
+    if let Some((target, fd)) = safe::open_plain(&guard, &raw, Op::Read) {
+        return info(&target, fd);
+    }
+    super::blocking(move || stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?)).await
+}
+
+/// The answer for the object open at `fd`.
+fn info(target: &Resolved, fd: OwnedFd) -> Result<FileInfo, FsError> {
     let meta = std::fs::File::from(fd).metadata().map_err(|e| FsError::io(&target.path, e))?;
     let st = Stat::from_metadata(&meta);
     Ok(FileInfo {

@@ -31,6 +31,7 @@ pub mod archive;
 pub mod b64;
 pub mod chunks;
 mod error;
+mod feeder;
 pub mod inflate;
 pub mod inotify;
 pub mod list;

@@ -17,6 +17,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
@@ -27,6 +28,12 @@ use super::FsError;
 use crate::policy::{Denial, Op, PathGuard};
 
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// Roots seen on a local disk file system, where a metadata lookup does not
+/// wait on a network or a FUSE daemon (see [`open_plain`]); the most recent
+/// [`MAX_LOCAL_ROOTS`].
+static LOCAL_ROOTS: RwLock<Vec<PathBuf>> = RwLock::new(Vec::new());
+const MAX_LOCAL_ROOTS: usize = 64;
 
 /// A path the guard resolved and authorised, with the root it lies under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +83,65 @@ pub fn open(guard: &PathGuard, target: &Resolved, flags: OFlag, mode: Mode, op: 
         verify(guard, &fd, &target.path, op)?;
     }
     Ok(fd)
+}
+
+/// The fast path of a metadata read: opens `raw` with `O_PATH` on the
+/// caller's thread, when that cannot wait on anything but a local disk.
+///
+/// It applies only when [`PathGuard::plain`] authorises the lexical path,
+/// the root is on a local file system (learnt by an earlier [`open_beneath`]
+/// of it), and `openat2` reaches the object from the root without a symlink
+/// or a mount point on the way (`RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV`).
+/// A path without symlinks is its own resolution, so the guard's decision is
+/// the one [`resolve`] would make; the descriptor is then verified exactly
+/// as [`open`] verifies it. `None` on any doubt (a symlink, a mount, a
+/// missing path, a denial, no `openat2`): the caller takes the ordinary path
+/// on a blocking thread, which gives the answer and the error.
+pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, OwnedFd)> {
+    if OPENAT2_MISSING.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (path, root) = guard.plain(raw, op)?;
+    if !LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner).iter().any(|r| r == root) {
+        return None;
+    }
+    let target = Resolved { path, root: root.to_path_buf() };
+    let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()).ok()?;
+    let relative = if target.is_root() { Path::new(".") } else { target.relative() };
+    // No O_NOFOLLOW: with O_PATH it would open a trailing symlink itself;
+    // without it, RESOLVE_NO_SYMLINKS refuses a symlink there too (ELOOP).
+    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC).resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS
+            | ResolveFlag::RESOLVE_NO_XDEV,
+    );
+    let fd = openat2(&root_fd, relative, how).ok()?;
+    verify(guard, &fd, &target.path, op).ok()?;
+    Some((target, fd))
+}
+
+/// Notes whether the root open at `root_fd` is on a local disk file system.
+fn learn_root(root: &Path, root_fd: &OwnedFd) {
+    use nix::sys::statfs::{fstatfs, BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, TMPFS_MAGIC};
+    /// XFS and ZFS, which nix does not name.
+    const OTHER_LOCAL: [u64; 2] = [0x5846_5342, 0x2fc1_2fc1];
+    if LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner).iter().any(|r| r == root) {
+        return;
+    }
+    let Ok(fs) = fstatfs(root_fd) else { return };
+    let kind = fs.filesystem_type();
+    // ext2 and ext3 share ext4's magic number.
+    let local = [EXT4_SUPER_MAGIC, BTRFS_SUPER_MAGIC, TMPFS_MAGIC, OVERLAYFS_SUPER_MAGIC].contains(&kind)
+        || u64::try_from(kind.0).is_ok_and(|magic| OTHER_LOCAL.contains(&magic));
+    let mut roots = LOCAL_ROOTS.write().unwrap_or_else(PoisonError::into_inner);
+    if local && !roots.iter().any(|r| r == root) {
+        // The oldest is forgotten first (a policy has a few roots; reloads may bring others).
+        if roots.len() >= MAX_LOCAL_ROOTS {
+            roots.remove(0);
+        }
+        roots.push(root.to_path_buf());
+    }
 }
 
 /// Opens the directory holding `target` and returns it with the final name.
@@ -194,6 +260,7 @@ pub fn verify(guard: &PathGuard, fd: &impl AsFd, expected: &Path, op: Op) -> Res
 /// `root`, and the errors of `open(2)`.
 pub fn open_beneath(root: &Path, relative: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
     let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())?;
+    learn_root(root, &root_fd);
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let relative = if relative.as_os_str().is_empty() { Path::new(".") } else { relative };
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {

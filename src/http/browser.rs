@@ -21,7 +21,7 @@ use crate::api::browser::{
 use crate::browser::page::{self, WaitUntil};
 use crate::browser::BrowserError;
 use crate::policy::Grant;
-use crate::python;
+use crate::pyrepr;
 
 impl From<BrowserError> for ApiError {
     fn from(err: BrowserError) -> Self {
@@ -82,16 +82,16 @@ fn required(value: Option<Value>, name: &str) -> Result<String, ApiError> {
 /// Milliseconds as the reference reads them: `int()`, else (or when not
 /// positive) the default.
 fn millis(value: Option<Value>, default: u64) -> Duration {
-    let ms = value.and_then(|v| python::int_of(&v).ok()).and_then(|n| u64::try_from(n).ok()).filter(|&n| n > 0);
+    let ms = value.and_then(|v| pyrepr::int_of(&v).ok()).and_then(|n| u64::try_from(n).ok()).filter(|&n| n > 0);
     Duration::from_millis(ms.unwrap_or(default))
 }
 
 fn flag(value: Option<Value>, default: bool) -> bool {
-    value.map_or(default, |v| python::truthy(&v))
+    value.map_or(default, |v| pyrepr::truthy(&v))
 }
 
 fn text(value: Option<Value>, default: &str) -> String {
-    value.map_or_else(|| default.to_string(), |v| python::str_of(&v))
+    value.map_or_else(|| default.to_string(), |v| pyrepr::str_of(&v))
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -134,7 +134,7 @@ pub async fn screenshot(
     grant: Grant,
     JsonBody(body): JsonBody<ScreenshotRequest>,
 ) -> Result<Json<Screenshot>, ApiError> {
-    let selector = body.selector.filter(python::truthy).map(|v| python::str_of(&v));
+    let selector = body.selector.filter(pyrepr::truthy).map(|v| pyrepr::str_of(&v));
     let full_page = flag(body.full_page, true);
     let jpeg = text(body.format, "png").eq_ignore_ascii_case("jpeg");
     let shot =
@@ -181,7 +181,7 @@ pub async fn type_text(
     let Some(Value::String(text)) = body.text else {
         return Err(ApiError::bad_request("Missing or invalid 'text'"));
     };
-    let delay = body.delay.and_then(|v| python::int_of(&v).ok()).and_then(|n| u64::try_from(n).ok()).unwrap_or(50);
+    let delay = body.delay.and_then(|v| pyrepr::int_of(&v).ok()).and_then(|n| u64::try_from(n).ok()).unwrap_or(50);
     let clear = flag(body.clear, false);
     let (target, typed) = (selector.clone(), text.clone());
     let typing = app.browser.run(|page| async move {

@@ -17,7 +17,7 @@ use crate::code::git::{self, GitError};
 use crate::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
 use crate::endpoints::{Limit, Param};
 use crate::policy::{Denial, Grant, LimitValue, Op, ParamValue};
-use crate::python;
+use crate::pyrepr;
 
 /// `POST /code/run`: runs a snippet once and returns its output.
 pub async fn code_run(
@@ -76,7 +76,7 @@ pub async fn code_run(
 /// an integer, a float (truncated) or a numeric string; anything else, or
 /// a non-positive value, means the default; at most 300 s.
 fn requested_timeout(raw: Option<&Value>) -> u64 {
-    match raw.and_then(|v| python::int_of(v).ok()) {
+    match raw.and_then(|v| pyrepr::int_of(v).ok()) {
         Some(s) if s > 0 => u64::try_from(s).unwrap_or(MAX_TIMEOUT_SECONDS).min(MAX_TIMEOUT_SECONDS),
         _ => DEFAULT_TIMEOUT_SECONDS,
     }

@@ -28,11 +28,11 @@ use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
 use tokio::sync::mpsc;
 
-use super::code_wire::Payload;
+use super::code_wire::{Payload, TextError};
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
-use crate::code::{CodeError, CodeInterpreter};
+use crate::code::CodeInterpreter;
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::policy::{Denial, Grant, Op};
 
@@ -57,14 +57,12 @@ pub fn router(state: CodeState) -> Router {
         }
     }
     router
-        .fallback(|| async { TextError(StatusCode::NOT_FOUND, "Not found".into()) })
-        .method_not_allowed_fallback(|| async {
-            TextError(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed".into())
-        })
+        .fallback(|| async { TextError::new(StatusCode::NOT_FOUND, "Not found") })
+        .method_not_allowed_fallback(|| async { TextError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed") })
         .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("a code-port handler panicked");
-            TextError(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error".into()).into_response()
+            TextError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error").into_response()
         }))
         .with_state(state)
 }
@@ -82,53 +80,6 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
         _ => return None,
     };
     Some(route)
-}
-
-/// A plain-text error answer.
-#[derive(Debug)]
-pub struct TextError(StatusCode, String);
-
-impl TextError {
-    /// An answer with this status and text.
-    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
-        TextError(status, text.into())
-    }
-
-    /// Its status and text (what an MCP tool error shows).
-    pub fn parts(&self) -> (StatusCode, &str) {
-        (self.0, &self.1)
-    }
-}
-
-impl IntoResponse for TextError {
-    fn into_response(self) -> Response {
-        let mut response = (self.0, self.1).into_response();
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-        response
-    }
-}
-
-impl From<Denial> for TextError {
-    fn from(denial: Denial) -> Self {
-        TextError(StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN), denial.to_string())
-    }
-}
-
-impl From<CodeError> for TextError {
-    fn from(e: CodeError) -> Self {
-        let status = match &e {
-            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } => StatusCode::NOT_FOUND,
-            CodeError::UnsupportedLanguage(_)
-            | CodeError::ContextAndLanguage
-            | CodeError::InvalidCwd { .. }
-            | CodeError::Invalid(_) => StatusCode::BAD_REQUEST,
-            CodeError::RuntimeMissing { .. } => StatusCode::NOT_IMPLEMENTED,
-            CodeError::TooManyContexts(_) => StatusCode::TOO_MANY_REQUESTS,
-            CodeError::StartFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        TextError(status, e.to_string())
-    }
 }
 
 /// An interpreter runs any program its code asks for, as a shell does: while

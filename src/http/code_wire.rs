@@ -2,19 +2,68 @@
 //! checks them: a body that is not JSON, not an object, lacks a required
 //! field or has a field of the wrong type is answered 422 with a JSON
 //! `detail` list (`type`, `loc`, `msg`, `input`), the validation error
-//! format of the `e2b-code-interpreter` SDK's server.
+//! format of the `e2b-code-interpreter` SDK's server. Other errors are
+//! plain text ([`TextError`]).
 
 use axum::body::to_bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::code_port::TextError;
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 use crate::api::code::{CreateContextRequest, ExecuteRequest};
+use crate::code::CodeError;
+use crate::policy::Denial;
+
+/// A plain-text error answer.
+#[derive(Debug)]
+pub struct TextError(StatusCode, String);
+
+impl TextError {
+    /// An answer with this status and text.
+    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
+        TextError(status, text.into())
+    }
+
+    /// Its status and text (what an MCP tool error shows).
+    pub fn parts(&self) -> (StatusCode, &str) {
+        (self.0, &self.1)
+    }
+}
+
+impl IntoResponse for TextError {
+    fn into_response(self) -> Response {
+        let mut response = (self.0, self.1).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        response
+    }
+}
+
+impl From<Denial> for TextError {
+    fn from(denial: Denial) -> Self {
+        TextError(StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN), denial.to_string())
+    }
+}
+
+impl From<CodeError> for TextError {
+    fn from(e: CodeError) -> Self {
+        let status = match &e {
+            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } => StatusCode::NOT_FOUND,
+            CodeError::UnsupportedLanguage(_)
+            | CodeError::ContextAndLanguage
+            | CodeError::InvalidCwd { .. }
+            | CodeError::Invalid(_) => StatusCode::BAD_REQUEST,
+            CodeError::RuntimeMissing { .. } => StatusCode::NOT_IMPLEMENTED,
+            CodeError::TooManyContexts(_) => StatusCode::TOO_MANY_REQUESTS,
+            CodeError::StartFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        TextError(status, e.to_string())
+    }
+}
 
 /// The JSON type a field must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{Layer, ServiceExt};
 use tower_http::normalize_path::NormalizePathLayer;
 
-use super::listener::{ConnectionLimits, Priority};
+use super::limits::{ConnectionLimits, Priority};
 
 /// Where a connection stands among its port's connections.
 #[derive(Clone)]

@@ -21,7 +21,7 @@ use crate::api::files::{
 use crate::endpoints::Limit;
 use crate::fs::{self, list::ListOptions, safe, search, FsError};
 use crate::policy::{Grant, LimitValue, Op};
-use crate::python;
+use crate::pyrepr;
 
 const DEFAULT_MAX_ENTRIES: u64 = 1000;
 const DEFAULT_LIST_DEPTH: u64 = 3;
@@ -130,10 +130,7 @@ pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListR
 /// `GET /files/stat`: a missing path is 200 with `exists: false`.
 pub async fn stat(grant: Grant, Query(q): Query<PathQuery>) -> Result<Json<FileInfo>, ApiError> {
     let raw = query_path(q.path)?;
-    let guard = grant.guard();
-    let info = fs::blocking(move || fs::list::stat(&guard, &safe::resolve(&guard, &raw, Op::Read, "")?))
-        .await
-        .map_err(at(&grant))?;
+    let info = fs::list::stat_path(grant.guard(), raw).await.map_err(at(&grant))?;
     Ok(Json(info))
 }
 
@@ -216,7 +213,7 @@ pub async fn search(grant: Grant, JsonBody(body): JsonBody<SearchRequest>) -> Re
 fn integer(value: Option<&Value>, default: u64) -> Option<u64> {
     match value {
         None => Some(default),
-        Some(value) => python::int_of(value).ok().map(|n| n.max(0).unsigned_abs()),
+        Some(value) => pyrepr::int_of(value).ok().map(|n| n.max(0).unsigned_abs()),
     }
 }
 

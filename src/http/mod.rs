@@ -19,6 +19,7 @@ pub mod extract;
 pub(crate) mod files;
 mod files_json;
 pub(crate) mod files_transfer;
+pub mod limits;
 pub mod listener;
 pub mod mcp;
 pub mod pipeline;

@@ -30,7 +30,7 @@ use crate::policy::{owner, Grant, LimitValue, Viewer};
 use crate::process::exec::{CommandLine, ExecInput};
 use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
-use crate::python;
+use crate::pyrepr;
 
 /// Keep-alive comment interval of `/shell/stream`.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -162,7 +162,7 @@ pub async fn list(State(app): State<AppState>, grant: Grant) -> Json<ProcessList
 }
 
 fn parse_pid(raw: &str) -> Result<i64, ApiError> {
-    raw.trim().parse::<i64>().map_err(|_| ApiError::bad_request(format!("Invalid pid: {}", python::repr_str(raw))))
+    raw.trim().parse::<i64>().map_err(|_| ApiError::bad_request(format!("Invalid pid: {}", pyrepr::repr_str(raw))))
 }
 
 /// `GET /process/{pid}`.
@@ -180,9 +180,9 @@ fn signal_number(body: &SignalRequest) -> Result<i64, ApiError> {
     let Some(value) = &body.signal else {
         return Err(ApiError::bad_request("Missing 'signal' in body"));
     };
-    python::int_of(value).map_err(|_| {
+    pyrepr::int_of(value).map_err(|_| {
         let shown = match value {
-            Value::String(s) => python::repr_str(s),
+            Value::String(s) => pyrepr::repr_str(s),
             other => other.to_string(),
         };
         ApiError::bad_request(format!("Invalid signal value: {shown}"))

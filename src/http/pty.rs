@@ -12,10 +12,11 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::pipeline::{guarded, KeepAliveLayer};
-use super::{pty_ws, AppState};
+use super::pty_ws::{self, viewer};
+use super::AppState;
 use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
 use crate::endpoints::{Limit, Param, Port, ENDPOINTS};
-use crate::policy::{owner, Denial, Grant, ParamValue, Viewer};
+use crate::policy::{Denial, Grant, ParamValue};
 use crate::pty::request::{self, CreatePolicy, CreateRequest};
 use crate::pty::TerminalError;
 
@@ -47,11 +48,6 @@ pub async fn create(
     let ws_url =
         request::ws_url(text(header::HOST.as_str()), text("x-forwarded-proto"), app.terminals.ws_port(), session.id());
     Ok(Json(PtyCreated { session_id: session.id().to_string(), ws_url, pid: session.pid() }))
-}
-
-/// The caller as the terminals' owner checks see it.
-pub fn viewer(grant: &Grant) -> Viewer {
-    Viewer::new(grant.identity(), owner::TERMINAL_ADMIN)
 }
 
 /// `GET /pty/sessions`: the caller's sessions (everyone's for an admin).
@@ -97,7 +93,7 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         Some(ParamValue::Strings(list)) => Some(list.clone()),
         _ => None,
     };
-    let env_deny = crate::system::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
+    let env_deny = crate::policy::guards::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
     let commands_restricted = crate::policy::guards::commands_restricted(grant.engine());
     CreatePolicy { shells: strings(Param::Shells), env_deny, commands_restricted }
 }

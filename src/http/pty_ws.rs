@@ -22,6 +22,7 @@ use super::error::ApiError;
 use super::extract::Query;
 use super::AppState;
 use crate::api::PtyMessage;
+use crate::policy::{owner, Grant, Viewer};
 use crate::process::ExitStatus;
 use crate::pty::request::{parse_message, ClientMessage};
 use crate::pty::{Session, TerminalError, Update};
@@ -53,7 +54,7 @@ pub async fn connect(
     let Some(id) = query.session_id.filter(|id| !id.is_empty()) else {
         return ApiError::bad_request("Missing session_id parameter").into_response();
     };
-    let session = app.terminals.get(&id, &super::pty::viewer(&grant));
+    let session = app.terminals.get(&id, &viewer(&grant));
     let upgrade = match (upgrade, session.as_ref()) {
         (Ok(upgrade), _) => upgrade,
         (Err(_), Err(_)) => return ApiError::from(TerminalError::NotFound(id)).into_response(),
@@ -201,4 +202,9 @@ async fn send(socket: &mut WebSocket, message: &PtyMessage) -> Result<(), axum::
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
     let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from_static(reason) }))).await;
+}
+
+/// The caller as the terminals' owner checks see it.
+pub fn viewer(grant: &Grant) -> Viewer {
+    Viewer::new(grant.identity(), owner::TERMINAL_ADMIN)
 }

@@ -13,8 +13,9 @@ use crate::api::{
     EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, PackageList, PackagesQuery, PortList, SystemInfo, SystemMetrics,
 };
 use crate::endpoints::Param;
+use crate::policy::guards::env::VarRules;
 use crate::policy::{Grant, ParamValue};
-use crate::system::env::{self, EnvError, VarRules};
+use crate::system::env::{self, EnvError};
 use crate::system::run::RunError;
 use crate::system::SystemError;
 

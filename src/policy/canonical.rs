@@ -10,7 +10,7 @@ use std::fmt::Write;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::python::json_str;
+use crate::pyrepr::json_str;
 
 /// The canonical text of `value`.
 pub fn to_text(value: &Value) -> String {
@@ -77,7 +77,7 @@ fn python_float(f: f64) -> String {
     match f {
         f if f.is_nan() => "NaN".into(),
         f if f.is_infinite() => if f > 0.0 { "Infinity" } else { "-Infinity" }.into(),
-        f => crate::python::float_repr(f),
+        f => crate::pyrepr::float_repr(f),
     }
 }
 

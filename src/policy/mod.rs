@@ -145,7 +145,7 @@ impl PolicyEngine {
         layers.extend(enabled_group_layers(&inputs.enabled_groups, Rank::Env, "env:ABX_SERVER_ENABLED_GROUPS"));
         let rules = rules::compile(&layers, true)?;
 
-        let mut secret_env: BTreeSet<String> = crate::environment::SECRET_VARS.iter().map(|s| s.to_string()).collect();
+        let mut secret_env: BTreeSet<String> = self::guards::env::SECRET_VARS.iter().map(|s| s.to_string()).collect();
         let mut tokens = Vec::new();
         for spec in &document.auth.tokens {
             let digest = match &spec.secret {

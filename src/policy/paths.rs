@@ -173,6 +173,23 @@ impl PathGuard {
         Ok(resolved)
     }
 
+    /// The lexical path of `raw` and its root, when `raw` is well spelled,
+    /// lies below a root and is authorised for `op` *if it holds no
+    /// symlink*: what [`PathGuard::resolve`] would return for it then, with
+    /// no file system access. The caller must prove that premise before
+    /// using the path, by opening it beneath the root without following
+    /// any symlink (`fs::safe::open_plain`); on any doubt it calls
+    /// [`PathGuard::resolve`] instead.
+    pub fn plain(&self, raw: &str, op: Op) -> Option<(PathBuf, &Path)> {
+        if raw.is_empty() || check_spelling(raw, "").is_err() {
+            return None;
+        }
+        let lexical = normalize(&self.primary_root().join(raw));
+        let root = self.root_of(&lexical)?;
+        self.authorise(&lexical, &lexical, op, "").ok()?;
+        Some((lexical, root))
+    }
+
     /// Authorises an already resolved path (for example one read back from an open descriptor).
     ///
     /// # Errors

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::rules::{AuditMode, LimitValue, ParamValue, PathsSpec, RuleSpec, SymlinkMode};
 use super::{suggest, PolicyConfigError};
 use crate::endpoints::{Limit, Param};
-use crate::python::type_name;
+use crate::pyrepr::type_name;
 
 /// Keys a rule may have.
 pub const RULE_KEYS: [&str; 6] = ["enabled", "scopes", "paths", "limits", "params", "audit"];

@@ -23,7 +23,7 @@ use crate::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
 };
 use crate::policy::{Denial, Grant, LimitValue, Op};
-use crate::sys::Credentials;
+use crate::syscalls::RunAs;
 
 /// Default wall-clock limit of `/shell` and `/shell/stream`, as the reference.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 300.0;
@@ -89,7 +89,7 @@ pub struct ExecSpec {
     /// Wall-clock limit, in seconds.
     pub timeout: Option<f64>,
     /// Run as another user.
-    pub credentials: Option<Credentials>,
+    pub credentials: Option<RunAs>,
 }
 
 impl ExecSpec {
@@ -194,7 +194,7 @@ pub fn prepare(
 }
 
 /// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.
-fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<Credentials, ProcessError> {
+fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<RunAs, ProcessError> {
     let found = match user.parse::<u32>() {
         Ok(uid) => User::from_uid(Uid::from_raw(uid)),
         Err(_) => User::from_name(user),
@@ -218,7 +218,7 @@ fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<Credentials,
     env.insert("HOME".into(), account.dir.display().to_string());
     env.insert("USER".into(), account.name.clone());
     env.insert("LOGNAME".into(), account.name);
-    Ok(Credentials {
+    Ok(RunAs {
         uid: account.uid,
         gid: account.gid,
         groups: groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect(),

@@ -41,7 +41,7 @@ use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-use crate::sys::{self, ChildSetup, Credentials};
+use crate::syscalls::{self, ChildSetup, RunAs};
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub struct SpawnOptions {
     /// session's controlling terminal.
     pub controlling_terminal: bool,
     /// Run as this user (needs root).
-    pub credentials: Option<Credentials>,
+    pub credentials: Option<RunAs>,
     /// The child's `oom_score_adj` (default: [`CHILD_OOM_SCORE_ADJ`]).
     pub oom_score_adj: Option<i32>,
     /// Kill the child when the daemon dies, even by SIGKILL (its spawning
@@ -168,7 +168,7 @@ pub fn supervisor() -> &'static Supervisor {
             }
         }
         // One probe decides how exits are awaited for the daemon's lifetime.
-        let pidfds = sys::pidfd_open(nix::unistd::getpid().as_raw()).is_ok();
+        let pidfds = syscalls::pidfd_open(nix::unistd::getpid().as_raw()).is_ok();
         if !pidfds {
             tracing::info!("no pidfds; the reaper thread waits for every exit");
         }
@@ -223,7 +223,7 @@ impl Supervisor {
                 credentials: options.credentials,
                 die_with_parent: options.die_with_parent,
             };
-            sys::prepare_child(&mut command, setup);
+            syscalls::prepare_child(&mut command, setup);
         }
         let mut table = self.lock();
         let mut child = command.spawn()?;
@@ -409,9 +409,9 @@ impl ExitFd {
                 }
                 // Opened under the lock while the pid is registered, hence
                 // unreaped: it cannot name a recycled pid.
-                let fd = sys::pidfd_open(job.pid).ok()?;
+                let fd = syscalls::pidfd_open(job.pid).ok()?;
                 drop(table);
-                sys::readable_source(fd).ok()
+                syscalls::readable_source(fd).ok()
             })
             .as_ref()
     }

@@ -68,7 +68,7 @@ pub enum TerminalError {
     #[error("{0}")]
     Env(Denial),
     /// Variables `env_deny` or the server's secrets forbid (sorted).
-    #[error("Environment variable(s) not allowed: [{}]", .0.iter().map(|n| crate::python::repr_str(n)).collect::<Vec<_>>().join(", "))]
+    #[error("Environment variable(s) not allowed: [{}]", .0.iter().map(|n| crate::pyrepr::repr_str(n)).collect::<Vec<_>>().join(", "))]
     EnvNotAllowed(Vec<String>),
     /// `max_sessions` live sessions exist.
     #[error("Session limit reached ({0})")]
@@ -163,7 +163,7 @@ impl Terminals {
         Terminals {
             settings,
             sessions: Mutex::new(Table::default()),
-            ws_port: AtomicU16::new(crate::config::DEFAULT_PTY_PORT),
+            ws_port: AtomicU16::new(crate::endpoints::Port::Pty.default_number()),
             reaper: Once::new(),
             shutdown,
         }

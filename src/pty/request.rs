@@ -8,10 +8,9 @@ use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
 use super::TerminalError;
-use crate::environment;
 use crate::policy::guards;
-use crate::python;
-use crate::system::env::VarRules;
+use crate::policy::guards::env::VarRules;
+use crate::pyrepr;
 
 /// Shells a session may start when the policy names none (the reference's list).
 pub const ALLOWED_SHELLS: [&str; 5] = ["/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh"];
@@ -61,19 +60,19 @@ impl CreateRequest {
         let shell = match body.get("shell") {
             None | Some(Value::Null) => "/bin/bash".to_string(),
             Some(Value::String(s)) => s.clone(),
-            Some(other) => return Err(TerminalError::ShellNotAllowed(python::repr(other))),
+            Some(other) => return Err(TerminalError::ShellNotAllowed(pyrepr::repr(other))),
         };
         if policy.shells.is_none() && !ALLOWED_SHELLS.contains(&shell.as_str()) {
-            return Err(TerminalError::ShellNotAllowed(python::repr_str(&shell)));
+            return Err(TerminalError::ShellNotAllowed(pyrepr::repr_str(&shell)));
         }
         let side = |key: &str, default: i64| match body.get(key) {
             None => Ok(default),
-            Some(v) => python::int_of(v).map_err(|_| TerminalError::InvalidSize),
+            Some(v) => pyrepr::int_of(v).map_err(|_| TerminalError::InvalidSize),
         };
         let (cols, rows) = (side("cols", 80)?, side("rows", 24)?);
         let env = match body.get("env") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Object(vars)) => environment::check_assignments(vars).map_err(TerminalError::Env)?,
+            Some(Value::Object(vars)) => guards::env::check_assignments(vars).map_err(TerminalError::Env)?,
             Some(_) => return Err(TerminalError::EnvNotAMapping),
         };
         guards::check_not_dangerous(env.iter().map(|(k, _)| k), policy.commands_restricted)
@@ -121,7 +120,7 @@ pub fn parse_resize(body: &Map<String, Value>) -> Result<(u16, u16), TerminalErr
     let side = |key: &str| {
         body.get(key)
             .ok_or(TerminalError::ResizeNotIntegers)
-            .and_then(|v| python::int_of(v).map_err(|_| TerminalError::ResizeNotIntegers))
+            .and_then(|v| pyrepr::int_of(v).map_err(|_| TerminalError::ResizeNotIntegers))
     };
     let (cols, rows) = (side("cols")?, side("rows")?);
     Ok((side_in_range(cols)?, side_in_range(rows)?))
@@ -154,7 +153,7 @@ pub fn parse_message(text: &str, size: (u16, u16)) -> Result<ClientMessage, Stri
         "resize" => {
             let side = |key: &str, current: u16| match value.get(key) {
                 None => Ok(i64::from(current)),
-                Some(v) => python::int_of(v).map_err(|_| "'cols' and 'rows' must be integers".to_string()),
+                Some(v) => pyrepr::int_of(v).map_err(|_| "'cols' and 'rows' must be integers".to_string()),
             };
             let (cols, rows) = (side("cols", size.0)?, side("rows", size.1)?);
             match (side_in_range(cols), side_in_range(rows)) {
@@ -167,11 +166,11 @@ pub fn parse_message(text: &str, size: (u16, u16)) -> Result<ClientMessage, Stri
             signal_named(name).map(ClientMessage::Signal).ok_or_else(|| {
                 format!(
                     "unknown signal {}; accepted: SIGINT, SIGTERM, SIGKILL, SIGHUP, SIGQUIT",
-                    python::repr_str(name)
+                    pyrepr::repr_str(name)
                 )
             })
         }
-        other => Err(format!("unknown message type {}; expected input, resize or signal", python::repr_str(other))),
+        other => Err(format!("unknown message type {}; expected input, resize or signal", pyrepr::repr_str(other))),
     }
 }
 

@@ -101,7 +101,7 @@ impl Session {
         size: (u16, u16),
         scrollback: usize,
     ) -> io::Result<Arc<Session>> {
-        let master = crate::sys::register_master(spawned.master)?;
+        let master = crate::syscalls::register_master(spawned.master)?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let session = Arc::new(Session {
             id,

@@ -53,7 +53,7 @@ pub struct ShellSpec<'a> {
     /// Terminal height.
     pub rows: u16,
     /// Run as another user (the server must be root); `None`: the server's user.
-    pub credentials: Option<crate::sys::Credentials>,
+    pub credentials: Option<crate::syscalls::RunAs>,
 }
 
 /// Opens a pseudo-terminal sized `cols` x `rows` and starts the shell on it.

@@ -9,16 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use globset::{Glob, GlobMatcher};
-
-use crate::environment::{check_assignments, ChildEnv};
+use crate::environment::ChildEnv;
+use crate::policy::guards::env::{check_assignments, is_sensitive, VarRules, PROTECTED};
 use crate::policy::Denial;
-
-/// Name fragments that make a variable look like a credential: never shown.
-const SENSITIVE: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL"];
-
-/// Variables `POST /env` may not overwrite (the reference's list).
-pub const PROTECTED: [&str; 4] = ["PATH", "HOME", "USER", "SHELL"];
 
 /// Why `POST /env` refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -32,39 +25,6 @@ pub enum EnvError {
     /// An assignment the guard or the policy refuses.
     #[error(transparent)]
     Denied(#[from] Denial),
-}
-
-/// Whether `name` looks like it holds a credential.
-pub fn is_sensitive(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SENSITIVE.iter().any(|s| upper.contains(s))
-}
-
-/// The policy's `allow_vars` and `deny_vars` globs (deny wins; no allow list allows all).
-#[derive(Debug, Clone, Default)]
-pub struct VarRules {
-    allow: Vec<GlobMatcher>,
-    deny: Vec<GlobMatcher>,
-}
-
-impl VarRules {
-    /// Compiles the globs; a pattern that is not a glob matches its literal text only.
-    pub fn new(allow: &[String], deny: &[String]) -> Self {
-        let compile = |patterns: &[String]| {
-            patterns
-                .iter()
-                .map(|p| Glob::new(p).or_else(|_| Glob::new(&globset::escape(p))).map(|g| g.compile_matcher()))
-                .filter_map(Result::ok)
-                .collect()
-        };
-        VarRules { allow: compile(allow), deny: compile(deny) }
-    }
-
-    /// Whether the policy lets `name` be read or written.
-    pub fn allows(&self, name: &str) -> bool {
-        !self.deny.iter().any(|g| g.is_match(name))
-            && (self.allow.is_empty() || self.allow.iter().any(|g| g.is_match(name)))
-    }
 }
 
 /// The variables `GET /env` shows; `filter` is a comma-separated list of names.

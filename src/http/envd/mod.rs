@@ -32,15 +32,15 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use axum::{Json, Router};
+use axum::Router;
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
+pub use super::pipeline::http_error;
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
-use crate::api::envd::http::HttpError;
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::envd::{access, Envd, EnvdError};
 use crate::fs::FsError;
@@ -182,11 +182,6 @@ async fn not_found(request: Request) -> Response {
     } else {
         http_error(StatusCode::NOT_FOUND, format!("{path} not found"))
     }
-}
-
-/// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
-pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(HttpError { code: status.as_u16(), message: message.into() })).into_response()
 }
 
 impl EnvdState {

@@ -19,8 +19,8 @@ use super::process::Empty;
 use super::server::{arguments, Ctx, Outcome};
 use crate::api::code::{CreateContextRequest, ExecuteRequest, ExecutionResult, OutputLine};
 use crate::code::CodeInterpreter;
-use crate::http::code_port::{self as handlers, CodeState, TextError};
-use crate::http::code_wire::Payload;
+use crate::http::code_port::{self as handlers, CodeState};
+use crate::http::code_wire::{Payload, TextError};
 use crate::http::error::ApiError;
 
 /// Text kept per stream of one execution.

@@ -29,6 +29,7 @@ pub use self::body::KeepAliveLayer;
 use self::body::{Held, Hold};
 pub(crate) use self::credentials::from_headers;
 pub(crate) use self::render::connect_error;
+pub use self::render::http_error;
 use super::error::ErrorCode;
 use super::extract::BodyLimit;
 use super::AppState;

@@ -8,10 +8,16 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::api::envd::http::HttpError;
 use crate::endpoints::{Endpoint, Port};
 use crate::http::envd::connect::{self, Code, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::policy::Denial;
+
+/// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
+pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(HttpError { code: status.as_u16(), message: message.into() })).into_response()
+}
 
 /// The answer to a refused request for `endpoint`; `close` asks the client
 /// to close the connection (the body was not read).
@@ -31,7 +37,7 @@ pub(super) fn render(endpoint: &Endpoint, headers: &HeaderMap, denial: Denial, c
         Port::Envd => {
             let status = other_port_status(&denial);
             let message = with_hint(&denial, "send a valid access token in X-Access-Token");
-            crate::http::envd::http_error(status, message)
+            http_error(status, message)
         }
         Port::Code => {
             let status = other_port_status(&denial);

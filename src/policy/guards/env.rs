@@ -1,12 +1,32 @@
-//! The environment guard: per-call `env` maps hold ordinary `KEY=VALUE`
-//! assignments, never `ABX_*`, never a deny-listed or secret name; and,
-//! while the policy restricts commands, never a variable that makes an
-//! allowed program run code of the caller's choosing ([`check_not_dangerous`]).
+//! Every rule about environment variable names, in one place: which names
+//! are valid ([`is_valid_name`]), the server's secrets ([`SECRET_VARS`]),
+//! names that look like credentials and are never shown ([`is_sensitive`]),
+//! names `POST /env` may not overwrite ([`PROTECTED`]), the policy's
+//! `allow_vars`/`deny_vars` globs ([`VarRules`]), what a terminal drops
+//! ([`TERMINAL_DROPPED`]) and what makes a program run code of the caller's
+//! choosing ([`is_dangerous`]).
+//!
+//! The guards built from them: per-call `env` maps hold ordinary `KEY=VALUE`
+//! assignments ([`check_env`], [`check_assignments`]), never `ABX_*`, never a
+//! deny-listed or secret name ([`check_not_secret`]); and, while the policy
+//! restricts commands, never a dangerous variable ([`check_not_dangerous`]).
+//! The child environment itself is [`crate::environment::ChildEnv`].
 
 use std::collections::BTreeMap;
 
+use globset::{Glob, GlobMatcher};
+
 use super::super::{Denial, PolicyEngine};
 use crate::endpoints::Param;
+
+/// Variables that are always secret: never shown, set, or passed to children.
+pub const SECRET_VARS: [&str; 3] = ["ABX_SERVER_TOKEN", "ABX_SERVER_POLICY", "ABX_SERVER_POLICY_FILE"];
+
+/// Name fragments that make a variable look like a credential: never shown.
+const SENSITIVE: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL"];
+
+/// Variables `POST /env` may not overwrite (the reference's list).
+pub const PROTECTED: [&str; 4] = ["PATH", "HOME", "USER", "SHELL"];
 
 /// Variables a terminal never takes from a caller (silently dropped, as the reference does).
 pub const TERMINAL_DROPPED: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES"];
@@ -127,12 +147,6 @@ pub fn check_not_dangerous<'a>(names: impl IntoIterator<Item = &'a String>, rest
     }
 }
 
-fn valid_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 fn fnmatch(name: &str, pattern: &str) -> bool {
     globset::Glob::new(pattern).map(|g| g.compile_matcher().is_match(name)).unwrap_or(false)
 }
@@ -144,17 +158,84 @@ fn fnmatch(name: &str, pattern: &str) -> bool {
 /// `env_var_denied` (403) for `ABX_*` (any case) or a name matching `deny`.
 pub fn check_env(updates: &BTreeMap<String, String>, deny: &[String]) -> Result<(), Denial> {
     for (name, value) in updates {
-        if !valid_name(name) || value.contains('\0') {
-            return Err(Denial::invalid("env_invalid", format!("Invalid environment assignment '{name}'")));
-        }
-        if name.to_ascii_uppercase().starts_with("ABX_") || deny.iter().any(|p| fnmatch(name, p)) {
-            return Err(Denial::forbidden(
-                "env_var_denied",
-                format!("Environment variable '{name}' cannot be overwritten"),
-            ));
-        }
+        check_assignment(name, Some(value), |name| deny.iter().any(|p| fnmatch(name, p)))?;
     }
     Ok(())
+}
+
+/// One assignment: a valid name and a string value without NUL
+/// (`env_invalid`), never `ABX_*` in any case nor a name `denied` names
+/// (`env_var_denied`).
+fn check_assignment(name: &str, value: Option<&str>, denied: impl Fn(&str) -> bool) -> Result<(), Denial> {
+    if !is_valid_name(name) || value.is_none_or(|v| v.contains('\0')) {
+        return Err(Denial::invalid("env_invalid", format!("Invalid environment assignment '{name}'")));
+    }
+    if name.to_ascii_uppercase().starts_with("ABX_") || denied(name) {
+        return Err(Denial::forbidden(
+            "env_var_denied",
+            format!("Environment variable '{name}' cannot be overwritten"),
+        ));
+    }
+    Ok(())
+}
+
+/// Admits ordinary `NAME=value` assignments from a JSON object, in order,
+/// as the reference's environment guard does: a name must look like
+/// `[A-Za-z_][A-Za-z0-9_]*` and a value must be a string without NUL
+/// (`env_invalid`, 400); `ABX_*` in any case is never settable
+/// (`env_var_denied`, 403). Every spawn that takes a caller's environment
+/// (`POST /env`, processes, terminals) uses it.
+///
+/// # Errors
+/// The first refused assignment.
+pub fn check_assignments(vars: &serde_json::Map<String, serde_json::Value>) -> Result<Vec<(String, String)>, Denial> {
+    let mut admitted = Vec::with_capacity(vars.len());
+    for (name, value) in vars {
+        let value = value.as_str();
+        check_assignment(name, value, |_| false)?;
+        admitted.push((name.clone(), value.unwrap_or_default().to_string()));
+    }
+    Ok(admitted)
+}
+
+/// Whether `name` is a portable environment variable name.
+pub fn is_valid_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Whether `name` looks like it holds a credential.
+pub fn is_sensitive(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SENSITIVE.iter().any(|s| upper.contains(s))
+}
+
+/// The policy's `allow_vars` and `deny_vars` globs (deny wins; no allow list allows all).
+#[derive(Debug, Clone, Default)]
+pub struct VarRules {
+    allow: Vec<GlobMatcher>,
+    deny: Vec<GlobMatcher>,
+}
+
+impl VarRules {
+    /// Compiles the globs; a pattern that is not a glob matches its literal text only.
+    pub fn new(allow: &[String], deny: &[String]) -> Self {
+        let compile = |patterns: &[String]| {
+            patterns
+                .iter()
+                .map(|p| Glob::new(p).or_else(|_| Glob::new(&globset::escape(p))).map(|g| g.compile_matcher()))
+                .filter_map(Result::ok)
+                .collect()
+        };
+        VarRules { allow: compile(allow), deny: compile(deny) }
+    }
+
+    /// Whether the policy lets `name` be read or written.
+    pub fn allows(&self, name: &str) -> bool {
+        !self.deny.iter().any(|g| g.is_match(name))
+            && (self.allow.is_empty() || self.allow.iter().any(|g| g.is_match(name)))
+    }
 }
 
 /// Refuses names that hold secrets of the server.
@@ -231,5 +312,26 @@ mod tests {
             (err.code(), err.to_string().as_str()),
             ("env_var_not_allowed", "Environment variable 'MY_TOKEN' is protected")
         );
+    }
+
+    #[test]
+    fn assignments_are_checked_in_order_as_the_reference() {
+        let map = |v: serde_json::Value| v.as_object().cloned().expect("object");
+        let ok = check_assignments(&map(serde_json::json!({"B": "1", "_a9": ""}))).expect("admitted");
+        assert_eq!(ok, vec![("B".into(), "1".into()), ("_a9".into(), String::new())]);
+        for bad in [
+            serde_json::json!({"1A": "x"}),
+            serde_json::json!({"A B": "x"}),
+            serde_json::json!({"": "x"}),
+            serde_json::json!({"A": 1}),
+            serde_json::json!({"A": "a\u{0}b"}),
+            serde_json::json!({"OK": "x", "ABX_LATER": "x", "bad name": "x"}),
+        ] {
+            let code = check_assignments(&map(bad.clone())).map(|_| ()).map_err(|d| (d.code(), d.status()));
+            let expected = if bad.get("OK").is_some() { ("env_var_denied", 403) } else { ("env_invalid", 400) };
+            assert_eq!(code, Err(expected), "{bad}");
+        }
+        let denied = check_assignments(&map(serde_json::json!({"abx_x": "1"}))).expect_err("ABX_ in any case");
+        assert_eq!(denied.to_string(), "Environment variable 'abx_x' cannot be overwritten");
     }
 }

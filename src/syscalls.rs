@@ -21,7 +21,7 @@ use nix::unistd::{setgid, setgroups, setsid, setuid, write, Gid, Uid};
 
 /// The user a child runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
+pub struct RunAs {
     /// User id.
     pub uid: Uid,
     /// Primary group id.
@@ -41,7 +41,7 @@ pub struct ChildSetup {
     /// controlling terminal, so job control and `^C` work as in a real terminal.
     pub controlling_terminal: bool,
     /// Drop to this user.
-    pub credentials: Option<Credentials>,
+    pub credentials: Option<RunAs>,
     /// Be killed (SIGKILL) when the spawning thread's process dies, even by
     /// SIGKILL (the browser, which would otherwise outlive the daemon).
     pub die_with_parent: bool,
