@@ -1,26 +1,22 @@
-//! The code tools: thin calls into the code port's handlers and the code
-//! interpreter (the same contexts `POST /execute` runs in). An execution's
+//! The code tools: thin calls into the code interpreter (the same contexts
+//! `POST /execute` runs in), with the code port's checks (`code_wire`). An execution's
 //! text and data come back as text content, figures as image content, an
 //! exception as a tool error with its traceback; a cancelled call
 //! interrupts the execution.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::ErrorData;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::files::json_result;
-use super::process::Empty;
-use super::server::{arguments, Ctx, Outcome};
-use crate::api::code::{CreateContextRequest, ExecuteRequest, ExecutionResult, OutputLine};
+use super::call::{arguments, Ctx, Outcome};
+use super::call::{json_result, Empty};
+use crate::api::code::{ExecuteRequest, ExecutionResult, OutputLine};
 use crate::code::CodeInterpreter;
-use crate::http::code_port::{self as handlers, CodeState};
-use crate::http::code_wire::{Payload, TextError};
+use crate::http::code_wire::{commands_unrestricted, context_cwd, TextError};
 use crate::http::error::ApiError;
 
 /// Text kept per stream of one execution.
@@ -32,11 +28,11 @@ fn api_error(error: &TextError) -> ApiError {
     ApiError::new(status, text, "CodeError")
 }
 
-fn state(ctx: &Ctx<'_>) -> Result<CodeState, ApiError> {
-    let code = ctx.app.interpreter.clone().ok_or_else(|| {
+/// The code port's contexts (present when the code port runs).
+fn contexts(ctx: &Ctx<'_>) -> Result<Arc<CodeInterpreter>, ApiError> {
+    ctx.app.interpreter.clone().ok_or_else(|| {
         ApiError::new(StatusCode::NOT_IMPLEMENTED, "The code interpreter is off on this server", "NotImplementedError")
-    })?;
-    Ok(CodeState { app: ctx.app.clone(), code, keepalive: Duration::from_secs(3600) })
+    })
 }
 
 /// `run_code`: `POST /execute` on the code port, its lines gathered.
@@ -61,8 +57,8 @@ pub async fn run(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, Err
 }
 
 async fn execute(ctx: &Ctx<'_>, request: ExecuteRequest) -> Result<CallToolResult, ApiError> {
-    let code: Arc<CodeInterpreter> = state(ctx)?.code;
-    handlers::commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
+    let code = contexts(ctx)?;
+    commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
     let mut lines = code.execute(request).await.map_err(|e| api_error(&TextError::from(e)))?;
     let mut gathered = Gathered::default();
     loop {
@@ -155,14 +151,12 @@ fn blocks(result: &ExecutionResult) -> Vec<ContentBlock> {
 /// `code_contexts`: `GET /contexts`.
 pub async fn list(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, ErrorData> {
     let _: Empty = arguments(args)?;
-    let listed = match state(ctx) {
-        Ok(state) => Ok(handlers::list(State(state)).await.0),
-        Err(e) => Err(e),
-    };
-    Ok(listed.map(|contexts| json_result(&serde_json::json!({ "contexts": contexts }))).into())
+    let listed = contexts(ctx).map(|code| json_result(&serde_json::json!({ "contexts": code.list() })));
+    Ok(listed.into())
 }
 
-/// `code_context_create`: `POST /contexts`.
+/// `code_context_create`: `POST /contexts`, its working directory under the
+/// path rules of process execution.
 pub async fn create(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, ErrorData> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -171,14 +165,18 @@ pub async fn create(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, 
         cwd: Option<String>,
     }
     let a: Args = arguments(args)?;
-    let created = match state(ctx) {
-        Ok(state) => {
-            let request = CreateContextRequest { cwd: a.cwd, language: a.language };
-            handlers::create(State(state), ctx.grant.clone(), Payload(request)).await.map_err(|e| api_error(&e))
-        }
-        Err(e) => Err(e),
-    };
-    Ok(created.map(|j| json_result(&j.0)).into())
+    Ok(created(ctx, a.language, a.cwd).await.map(|info| json_result(&info)).into())
+}
+
+async fn created(
+    ctx: &Ctx<'_>,
+    language: Option<String>,
+    cwd: Option<String>,
+) -> Result<crate::api::code::ContextInfo, ApiError> {
+    let code = contexts(ctx)?;
+    commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
+    let cwd = context_cwd(ctx.grant, cwd.as_deref()).map_err(|e| api_error(&e))?;
+    code.create(language.as_deref(), cwd.as_deref()).await.map_err(|e| api_error(&TextError::from(e)))
 }
 
 /// `code_context_restart`: `POST /contexts/{id}/restart`.
@@ -189,14 +187,14 @@ pub async fn restart(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome,
         context_id: String,
     }
     let a: Args = arguments(args)?;
-    let restarted = match state(ctx) {
-        Ok(state) => {
-            let id = a.context_id.clone();
-            handlers::restart(State(state), ctx.grant.clone(), Path(id)).await.map_err(|e| api_error(&e))
-        }
-        Err(e) => Err(e),
+    let restarted = async {
+        let code = contexts(ctx)?;
+        commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
+        code.restart(&a.context_id).await.map_err(|e| api_error(&TextError::from(e)))
     };
-    Ok(restarted.map(|_| json_result(&serde_json::json!({"context_id": a.context_id, "restarted": true}))).into())
+    let answer =
+        restarted.await.map(|_| json_result(&serde_json::json!({"context_id": a.context_id, "restarted": true})));
+    Ok(answer.into())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use rmcp::ErrorData;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::server::{arguments, Ctx, Outcome};
+use super::call::{arguments, json_result, Ctx, Outcome};
 use crate::endpoints::Limit;
 use crate::fs::text::{self, Text};
 use crate::fs::{self, read, safe, FsError};
@@ -28,16 +28,6 @@ pub const READ_BUDGET: usize = 256 * 1024;
 pub const BINARY_MAX: u64 = 1024 * 1024;
 /// Largest file `edit` changes.
 pub const EDIT_MAX: u64 = 10 * 1024 * 1024;
-
-/// A handler's JSON answer as the tool's result: text, and the same value as structured content.
-pub fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
-    let value = serde_json::to_value(value).unwrap_or(Value::Null);
-    let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
-    if value.is_object() {
-        result.structured_content = Some(value);
-    }
-    result
-}
 
 /// The tool's arguments as the HTTP request of its endpoint (same names, same checks).
 fn request<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ErrorData> {

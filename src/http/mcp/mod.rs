@@ -16,10 +16,12 @@
 //! identity presenting its id is answered as for an unknown session.
 //!
 //! Layout: [`server`] (the protocol handler: listing, dispatch, admission),
+//! `call.rs` (what every tool body uses: context, arguments, results),
 //! [`tools`] (each tool's description, schema and endpoint), `files.rs`,
 //! `process.rs`, `code.rs`, `system.rs` (the tools' bodies: thin calls into the
 //! handlers and domain modules of their endpoints), [`resources`].
 
+mod call;
 mod code;
 mod files;
 mod process;

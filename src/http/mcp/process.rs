@@ -9,8 +9,7 @@ use rmcp::ErrorData;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::files::json_result;
-use super::server::{arguments, Ctx, Outcome};
+use super::call::{arguments, json_result, Ctx, Empty, Outcome};
 use crate::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
 use crate::endpoints::Limit;
 use crate::http::error::ApiError;
@@ -206,11 +205,6 @@ pub async fn list(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, Er
     let answer = handlers::list(State(ctx.app.clone()), ctx.grant.clone()).await;
     Ok(Outcome::Done(json_result(&answer.0)))
 }
-
-/// The arguments of a tool that takes none.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
 
 #[cfg(test)]
 mod tests {

@@ -9,14 +9,13 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Map, Value};
 
+use super::call::{refused, Ctx, Outcome};
 use super::tools::{self, Tool};
 use crate::http::error::ApiError;
 use crate::http::pipeline::{admit_call, Call};
@@ -26,17 +25,6 @@ use crate::policy::{Grant, Identity};
 /// The handler the SDK runs for each session (or each stateless request).
 #[derive(Debug, Clone, Copy)]
 pub struct McpServer;
-
-/// What a tool body gets: the server's state, the admitted call, and the
-/// protocol's request context (cancellation, progress).
-pub struct Ctx<'a> {
-    /// Shared server state.
-    pub app: &'a AppState,
-    /// The admitted call of the tool's endpoint.
-    pub grant: &'a Grant,
-    /// The protocol request (its cancellation token, its peer for progress).
-    pub request: &'a RequestContext<RoleServer>,
-}
 
 /// The caller of the HTTP request carrying the message, and the server state.
 pub fn caller(context: &RequestContext<RoleServer>) -> Result<(AppState, Arc<Identity>), ErrorData> {
@@ -134,24 +122,6 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// How a tool that ran ended: its result, or the error the same call over
-/// HTTP would have answered (reported as a tool error, and audited with its status).
-pub enum Outcome {
-    /// The tool's result.
-    Done(CallToolResult),
-    /// The HTTP API's error for the same call.
-    Failed(ApiError),
-}
-
-impl From<Result<CallToolResult, ApiError>> for Outcome {
-    fn from(result: Result<CallToolResult, ApiError>) -> Self {
-        match result {
-            Ok(done) => Outcome::Done(done),
-            Err(error) => Outcome::Failed(error),
-        }
-    }
-}
-
 /// Whether this server serves `tool` (the code tools need the code port)
 /// and the caller's policy allows it (its endpoint, and its second one).
 pub fn allowed(app: &AppState, identity: &Identity, tool: &Tool) -> bool {
@@ -175,17 +145,4 @@ fn admit(app: &AppState, identity: &Arc<Identity>, tool: &'static Tool) -> Resul
 
 fn denied(denial: crate::policy::Denial, endpoint: &str) -> ApiError {
     ApiError::from(denial).with_endpoint(endpoint)
-}
-
-/// A tool error whose text is the HTTP API's JSON error body (`error`,
-/// `type`, `code`, `endpoint`, `rule`, ...), so a refusal names its rule.
-pub fn refused(error: &ApiError) -> CallToolResult {
-    let body = serde_json::to_string(error.body()).unwrap_or_else(|_| "{}".into());
-    CallToolResult::error(vec![ContentBlock::text(body)])
-}
-
-/// The arguments as `T`; a mismatch is the protocol's invalid-params error.
-pub fn arguments<T: serde::de::DeserializeOwned>(arguments: Map<String, Value>) -> Result<T, ErrorData> {
-    serde_json::from_value(Value::Object(arguments))
-        .map_err(|e| ErrorData::invalid_params(format!("Invalid arguments: {e}"), None))
 }

@@ -4,9 +4,8 @@ use axum::extract::State;
 use rmcp::ErrorData;
 use serde_json::{Map, Value};
 
-use super::files::json_result;
-use super::process::Empty;
-use super::server::{arguments, Ctx, Outcome};
+use super::call::{arguments, Ctx, Outcome};
+use super::call::{json_result, Empty};
 use crate::http::system as handlers;
 
 /// `system_info`: `GET /system/info`.

@@ -9,7 +9,7 @@ use rmcp::model::ToolAnnotations;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
 
-use super::server::{Ctx, Outcome};
+use super::call::{Ctx, Outcome};
 use super::{code, files, process, system};
 use crate::endpoints::{self, Endpoint};
 
