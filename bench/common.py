@@ -239,6 +239,7 @@ class WrkResult:
     """What wrk measured."""
 
     requests_per_second: float
+    mean_ms: float
     p50_ms: float
     p99_ms: float
     requests: int
@@ -255,8 +256,9 @@ def wrk(
     connections: int = 16,
     threads: int = 2,
     headers: dict[str, str] | None = None,
+    script: str | None = None,
 ) -> WrkResult:
-    """Runs wrk against `url` (loopback only) and parses its report."""
+    """Runs wrk against `url` (loopback only), with a Lua `script` if given, and parses its report."""
     if not url.startswith(f"http://{HOST}:"):
         raise ValueError("benchmarks only target loopback")
     if shutil.which("wrk") is None:
@@ -264,12 +266,15 @@ def wrk(
     command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "5s"]
     for key, value in (headers or {}).items():
         command += ["-H", f"{key}: {value}"]
+    if script:
+        command += ["-s", script]
     out = subprocess.run(command + [url], capture_output=True, text=True, timeout=seconds + 30, check=True).stdout
 
     def latency(percent: str) -> float:
         m = re.search(rf"^\s*{percent}%\s+([\d.]+)(us|ms|s|m)\s*$", out, re.M)
         return float(m.group(1)) * _WRK_UNITS[m.group(2)] if m else float("nan")
 
+    mean = re.search(r"^\s*Latency\s+([\d.]+)(us|ms|s|m)\s", out, re.M)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     total = re.search(r"(\d+) requests in", out)
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
@@ -277,6 +282,7 @@ def wrk(
     errors += int(non_2xx.group(1)) if non_2xx else 0
     return WrkResult(
         requests_per_second=float(rps.group(1)) if rps else 0.0,
+        mean_ms=float(mean.group(1)) * _WRK_UNITS[mean.group(2)] if mean else float("nan"),
         p50_ms=latency("50"),
         p99_ms=latency("99"),
         requests=int(total.group(1)) if total else 0,

@@ -96,6 +96,9 @@ pub mod environment;
 #[cfg(feature = "server")]
 pub mod fs;
 #[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod fuzz;
+#[cfg(feature = "server")]
 pub mod http;
 #[cfg(feature = "server")]
 pub mod logging;

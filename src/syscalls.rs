@@ -8,7 +8,7 @@
 //! that order, after everything that needs root). Everything the hook uses is
 //! computed beforehand; the hook itself only makes system calls.
 //! [`pidfd_open`] and [`readable_source`] let a task await a child's exit on
-//! the runtime's epoll.
+//! the runtime's epoll. [`tune_allocator`] bounds glibc's heap at start.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -142,4 +142,29 @@ pub fn register_master(master: std::os::fd::OwnedFd) -> io::Result<tokio::io::un
     // which is its only owner: nothing else can close or replace it, and it
     // is closed only when the `AsyncFd` (deregistering it first) is dropped.
     Ok(unsafe { tokio::io::unix::AsyncFd::register(master) }?)
+}
+
+/// Bounds glibc's heap for a long-running daemon with many threads: at most
+/// two malloc arenas (glibc otherwise adds one per contending thread, up to
+/// eight per core, and each keeps what it ever held), and blocks of 128 KiB
+/// or more mapped and unmapped on their own (glibc otherwise raises that
+/// threshold each time such a block is freed, after which those blocks stay
+/// in the arenas). A soak measured RSS going from 42 to 95 MiB after a load
+/// spike and staying there, held by 13 arenas; see docs/RELIABILITY.md.
+/// `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment win.
+/// Nothing to do elsewhere (the static musl build uses mimalloc).
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::libc::{mallopt, M_ARENA_MAX, M_MMAP_THRESHOLD};
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            // SAFETY: mallopt only sets allocator parameters, and it is called
+            // before the runtime starts its threads.
+            unsafe { mallopt(M_ARENA_MAX, 2) };
+        }
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            // SAFETY: as above.
+            unsafe { mallopt(M_MMAP_THRESHOLD, 128 * 1024) };
+        }
+    }
 }

@@ -354,6 +354,11 @@ async fn a_cut_upload_or_a_killed_server_leaves_the_old_content() {
     assert!(temp_files(&server.base).is_empty(), "no debris after the server died");
     let mut rest = Vec::new();
     let _ = tcp.read_to_end(&mut rest);
+    // Restarted on the same directory, the next upload succeeds.
+    let restarted = common::server().base_dir(&server.base).start();
+    let (status, _) = put(&restarted, "path=keep.txt", b"new content".to_vec()).await;
+    assert_eq!(status, 200, "replaced");
+    assert_eq!(std::fs::read(&target).expect("read"), b"new content");
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The daemon as PID 1 of a fresh PID and mount namespace, as in a container
 //! started without an init: it serves `/health`, reaps orphaned zombies, and on
-//! SIGTERM stops the children it started and exits 0.
+//! SIGTERM stops the children it started and exits 0; a storm of 400 orphans
+//! is reaped to the last while tracked commands keep their exit codes.
 //!
 //! Each test runs the binary under `unshare --pid --fork --mount-proc` (adding
 //! `--user --map-root-user` when that is what the machine allows); where
@@ -264,4 +265,55 @@ async fn sigterm_stops_children_before_exiting() {
     assert_eq!(status.code(), Some(0), "exit status after SIGTERM: {status:?}");
     let marker = std::fs::read_to_string(&stopped).unwrap_or_default();
     assert_eq!(marker.trim(), "stopped", "the child got SIGTERM from the daemon before it exited");
+}
+
+/// The processes of `server`'s PID namespace other than the server: `(pid, state letter, ppid)`.
+fn namespace_members(server: Pid) -> Vec<(i32, String, i32)> {
+    let Ok(namespace) = std::fs::read_link(format!("/proc/{server}/ns/pid")) else { return Vec::new() };
+    let entries = std::fs::read_dir("/proc").expect("/proc").flatten();
+    entries
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != server.as_raw())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns == namespace))
+        .filter_map(|pid| {
+            let fields = stat_fields(pid)?;
+            Some((pid, fields.first()?.clone(), fields.get(1)?.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reaps_an_orphan_storm_as_pid_1_and_keeps_every_exit_code() {
+    let test = "reaps_an_orphan_storm_as_pid_1_and_keeps_every_exit_code";
+    let Some(server) = start(test) else { return };
+    // 400 orphans, reparented to the daemon and ending over 2 to 2.9 s, while tracked
+    // commands exit with their own codes: reaping the orphans must neither leave
+    // a zombie nor take a tracked child's status.
+    let storm = "sh -c 'for i in $(seq 1 400); do (sleep 2.$((i % 10)) &); done; echo spawned'";
+    let (storm, tracked) = tokio::join!(server.post("/shell", json!({"command": storm})), async {
+        let calls = (1..=20).map(|code| server.post("/shell", json!({"command": format!("sh -c 'exit {code}'")})));
+        futures_util::future::join_all(calls).await
+    });
+    if not_implemented(test, storm.0, &storm.1) {
+        return;
+    }
+    assert_eq!((storm.0, storm.1["stdout"].as_str()), (200, Some("spawned\n")), "{}", storm.1);
+    for (code, (status, body)) in (1..=20).zip(tracked) {
+        assert_eq!((status, body["exit_code"].as_i64()), (200, Some(code)), "{body}");
+    }
+    let orphans = namespace_members(server.pid).iter().filter(|(_, _, ppid)| *ppid == server.pid.as_raw()).count();
+    eprintln!("orphans of the daemon right after the storm's answer: {orphans}");
+    assert!(orphans > 0, "the storm's sleeps were reparented to the daemon");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = namespace_members(server.pid);
+        if left.is_empty() {
+            break;
+        }
+        let zombies = left.iter().filter(|(_, state, _)| state == "Z").count();
+        assert!(Instant::now() < deadline, "{} left in the namespace, {zombies} of them zombies", left.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let health = reqwest::get(server.at("/health")).await.expect("health");
+    assert_eq!(health.status(), 200);
 }

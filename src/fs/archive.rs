@@ -60,7 +60,8 @@ pub struct Built {
 /// Packs `targets` into an archive of `format`.
 ///
 /// # Errors
-/// 404 for a missing target, 400 over `max_files`, 413 over `max_bytes`.
+/// 404 for a missing target, 400 over `max_files`, 413 over `max_bytes`,
+/// 507 when the temp file's disk is full.
 pub fn build(
     guard: &PathGuard,
     targets: &[Resolved],
@@ -78,13 +79,17 @@ pub fn build(
         collect(guard, target, &mut members, max_files)?;
     }
     let temp = tempfile::tempfile().map_err(|e| FsError::internal("cannot create a temp file", e))?;
-    let mut sink = Limited { file: temp, written: 0, limit: max_bytes };
+    let mut sink = Limited { file: temp, written: 0, limit: max_bytes, no_space: false };
     let packed = match format {
         Format::TarGz => pack_tar(guard, &members, &mut sink),
         Format::Zip => pack_zip(guard, &members, &mut sink),
     };
     if sink.written > max_bytes {
         return Err(FsError::ArchiveTooLarge { limit: max_bytes });
+    }
+    if sink.no_space {
+        // The temp file is unnamed: the kernel frees what was written.
+        return Err(FsError::NoSpace(std::env::temp_dir()));
     }
     packed.map_err(|e| FsError::internal("cannot write the archive", e))?;
     let mut file = sink.file;
@@ -225,6 +230,8 @@ struct Limited {
     file: File,
     written: u64,
     limit: u64,
+    /// A write found the temp file's disk full (the archive writers may wrap the error).
+    no_space: bool,
 }
 
 impl Write for Limited {
@@ -233,7 +240,10 @@ impl Write for Limited {
             self.written = self.limit + 1;
             return Err(io::Error::other("archive over the size limit"));
         }
-        let n = self.file.write(buf)?;
+        let n = self.file.write(buf).inspect_err(|e| {
+            let errno = e.raw_os_error().map(nix::errno::Errno::from_raw);
+            self.no_space |= matches!(errno, Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT));
+        })?;
         self.written += n as u64;
         Ok(n)
     }

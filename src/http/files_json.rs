@@ -35,7 +35,7 @@ use crate::fs::b64::{Base64Upload, PIECE};
 use crate::fs::{self, safe, WritePolicy};
 use crate::policy::{Grant, Op};
 
-mod scan;
+pub(crate) mod scan;
 
 use self::scan::{Event, Scanner};
 

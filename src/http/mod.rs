@@ -17,7 +17,7 @@ pub mod envd;
 pub mod error;
 pub mod extract;
 pub(crate) mod files;
-mod files_json;
+pub(crate) mod files_json;
 pub(crate) mod files_transfer;
 pub mod limits;
 pub mod listener;

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::{LineSplitter, Stream};
 pub use super::runner::KILL_GRACE;
-use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError};
+use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 use super::{format_g, receiver, spawn, ExecSpec, ExitStatus, ProcessError};
 use crate::api::process::{ShellEvent, ShellResult};
 
@@ -32,6 +32,29 @@ pub const DEFAULT_SHELL_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// Longest line `/shell/stream` sends as one event; longer lines are split.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Reads `pipe` into `buffer` until the command has exited (`exited`) and the
+/// pipe is then quiet, or to its end; `Ok(0)` for either (as [`runner`] does
+/// for `/shell`: a background descendant holding the pipe does not hold the stream).
+async fn read_until_quiet(
+    pipe: &mut tokio::net::unix::pipe::Receiver,
+    buffer: &mut [u8],
+    exited: &CancellationToken,
+    drained_by: &mut Option<Instant>,
+) -> std::io::Result<usize> {
+    loop {
+        if exited.is_cancelled() {
+            let until = *drained_by.get_or_insert_with(|| Instant::now() + DRAIN_AFTER_EXIT);
+            let quiet = (Instant::now() + QUIET_AFTER_EXIT).min(until);
+            return tokio::time::timeout_at(quiet, pipe.read(buffer)).await.unwrap_or(Ok(0));
+        }
+        // Reading is cancel-safe: nothing is lost when the exit wins.
+        tokio::select! {
+            read = pipe.read(buffer) => return read,
+            () = exited.cancelled() => {}
+        }
+    }
+}
 
 fn sleep_until(deadline: Option<Instant>) -> tokio::time::Sleep {
     // A far deadline stands in for "none" (about 30 years).
@@ -100,14 +123,16 @@ fn start_reader(
     pipe: Option<std::os::fd::OwnedFd>,
     stream: Stream,
     lines: mpsc::Sender<(Stream, Vec<u8>)>,
+    exited: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let mut pipe = receiver(pipe?).ok()?;
     Some(tokio::spawn(async move {
         let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
         let mut chunk = vec![0u8; READ_CHUNK];
         let mut pending = Vec::new();
+        let mut drained_by = None;
         loop {
-            let n = match pipe.read(&mut chunk).await {
+            let n = match read_until_quiet(&mut pipe, &mut chunk, &exited, &mut drained_by).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
@@ -135,9 +160,17 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
     let job = spawned.job;
     let mut guard = KillOnDrop::new(job.clone(), KILL_GRACE);
     let (line_tx, mut lines) = mpsc::channel(64);
+    let exited = CancellationToken::new();
+    let watcher = tokio::spawn({
+        let (job, exited) = (job.clone(), exited.clone());
+        async move {
+            job.exited().await;
+            exited.cancel();
+        }
+    });
     let readers: Vec<JoinHandle<()>> = [
-        start_reader(spawned.stdout.map(Into::into), Stream::Stdout, line_tx.clone()),
-        start_reader(spawned.stderr.map(Into::into), Stream::Stderr, line_tx),
+        start_reader(spawned.stdout.map(Into::into), Stream::Stdout, line_tx.clone(), exited.clone()),
+        start_reader(spawned.stderr.map(Into::into), Stream::Stderr, line_tx, exited),
     ]
     .into_iter()
     .flatten()
@@ -198,6 +231,7 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
         }
     };
     guard.disarm();
+    watcher.abort();
     for reader in readers {
         reader.abort();
     }

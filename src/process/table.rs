@@ -154,13 +154,16 @@ impl Processes {
     }
 
     /// `POST /process/{pid}/signal`: sends `signal` to the process's group
-    /// (as a terminal's job control does). Admission checks are the caller's.
+    /// (as a terminal's job control does), also once the process itself has
+    /// exited while members of its group live on (a fork bomb whose first
+    /// shell returned can still be stopped). Admission checks are the caller's.
     ///
     /// # Errors
-    /// [`ProcessError::NotFound`], [`ProcessError::Exited`], or the kernel's refusal.
+    /// [`ProcessError::NotFound`], [`ProcessError::Exited`] when the whole
+    /// group is gone, or the kernel's refusal.
     pub fn signal(&self, pid: i64, signal: Signal, viewer: &Viewer) -> Result<(), ProcessError> {
         let record = self.find(pid, viewer)?;
-        if record.job.status().is_some() {
+        if record.job.status().is_some() && !(record.job.group_alive() && group_runs(record.job.pgid())) {
             return Err(ProcessError::Exited(pid));
         }
         match record.job.signal_group(signal) {
@@ -309,4 +312,19 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
         capture.push(stream, Bytes::from(chunker.finish_bytes()));
         capture.close_stream();
     });
+}
+
+/// Whether a process of group `pgid` is still running (not a zombie waiting to be reaped).
+fn group_runs(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    entries.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))).any(
+        |entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // After the command's closing parenthesis: state, ppid, pgrp.
+            let mut fields = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+            pgrp == Some(pgid) && !matches!(state, Some("Z" | "X"))
+        },
+    )
 }

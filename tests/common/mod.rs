@@ -6,6 +6,7 @@
 // Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
 #![allow(clippy::disallowed_methods)]
 
+pub mod cgroup;
 pub mod envd;
 
 use std::io::{BufRead, BufReader};
@@ -279,23 +280,30 @@ pub fn inotify_usage(pid: u32) -> Option<(usize, usize)> {
     Some((instances, watches))
 }
 
-/// A 1 MiB tmpfs mounted for one test (a disk that fills up), unmounted
+/// A small tmpfs mounted for one test (a disk that fills up), unmounted
 /// when dropped; `None` where mounting is not allowed (not root).
 pub struct SmallDisk {
     /// Where it is mounted.
     pub path: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl SmallDisk {
-    /// Mounts it, or says why it cannot.
+    /// Mounts a 1 MiB one in a fresh directory, or says why it cannot.
     pub fn mount() -> Option<SmallDisk> {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("small");
         std::fs::create_dir(&path).expect("mkdir");
+        let mut disk = SmallDisk::mount_at(&path, "1m")?;
+        disk._dir = Some(dir);
+        Some(disk)
+    }
+
+    /// Mounts one of `size` (`1m`, `512m`) on the existing directory `path`, or says why it cannot.
+    pub fn mount_at(path: &Path, size: &str) -> Option<SmallDisk> {
         let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-            .arg(&path)
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -303,7 +311,7 @@ impl SmallDisk {
             eprintln!("skipped: cannot mount a small tmpfs here (needs root)");
             return None;
         }
-        Some(SmallDisk { path, _dir: dir })
+        Some(SmallDisk { path: path.to_path_buf(), _dir: None })
     }
 }
 

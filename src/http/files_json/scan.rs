@@ -15,7 +15,7 @@ const PATH_KEY: &[u8] = b"\"path\"";
 
 /// What the caller of [`Scanner::feed`] must act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Event {
+pub(crate) enum Event {
     /// The top-level `content_base64` string value just opened: begin the upload, or [`Scanner::keep_whole`].
     ContentStart,
     /// [`Scanner::staged`] holds the next piece of content: call [`Scanner::written`] or [`Scanner::keep_whole`].
@@ -35,7 +35,7 @@ enum Mode {
 
 /// Follows a JSON upload body's structure across frames; see the module doc.
 #[derive(Debug, Default)]
-pub(super) struct Scanner {
+pub(crate) struct Scanner {
     /// The body without the elided content characters.
     rest: Vec<u8>,
     /// Content characters of the piece in progress.
@@ -66,7 +66,7 @@ pub(super) struct Scanner {
 
 impl Scanner {
     /// Consumes `input` until it is empty (`None`) or the caller must act.
-    pub(super) fn feed(&mut self, input: &mut &[u8]) -> Option<Event> {
+    pub(crate) fn feed(&mut self, input: &mut &[u8]) -> Option<Event> {
         while !input.is_empty() {
             match self.mode {
                 Mode::Whole => {
@@ -186,52 +186,52 @@ impl Scanner {
     }
 
     /// The raw JSON of the top-level `path` value, if it came before the content.
-    pub(super) fn path(&self) -> Option<&[u8]> {
+    pub(crate) fn path(&self) -> Option<&[u8]> {
         self.path.clone().map(|range| &self.rest[range])
     }
 
     /// The piece of content to decode.
-    pub(super) fn staged(&self) -> &[u8] {
+    pub(crate) fn staged(&self) -> &[u8] {
         &self.staged
     }
 
     /// The staged piece was decoded and written: it leaves `rest` for good.
-    pub(super) fn written(&mut self) {
+    pub(crate) fn written(&mut self) {
         self.elided += self.staged.len();
         self.staged.clear();
     }
 
     /// Keeps the staged characters and everything after them in `rest`.
-    pub(super) fn keep_whole(&mut self) {
+    pub(crate) fn keep_whole(&mut self) {
         self.rest.extend_from_slice(&self.staged);
         self.staged.clear();
         self.mode = Mode::Whole;
     }
 
     /// The body ended.
-    pub(super) fn end(&mut self) {
+    pub(crate) fn end(&mut self) {
         if self.mode == Mode::Content {
             self.keep_whole();
         }
     }
 
     /// Whether the body is kept whole (the plain way decides).
-    pub(super) fn whole(&self) -> bool {
+    pub(crate) fn whole(&self) -> bool {
         self.mode == Mode::Whole
     }
 
     /// The body kept so far (without the elided characters).
-    pub(super) fn rest(&self) -> &[u8] {
+    pub(crate) fn rest(&self) -> &[u8] {
         &self.rest
     }
 
     /// How many content characters were decoded and left out of [`Scanner::rest`].
-    pub(super) fn elided(&self) -> usize {
+    pub(crate) fn elided(&self) -> usize {
         self.elided
     }
 
     /// The body with each elided character replaced by `A`.
-    pub(super) fn shadow(&self) -> bytes::Bytes {
+    pub(crate) fn shadow(&self) -> bytes::Bytes {
         let mut shadow = Vec::with_capacity(self.rest.len() + self.elided);
         shadow.extend_from_slice(&self.rest[..self.elide_at]);
         shadow.resize(self.elide_at + self.elided, b'A');

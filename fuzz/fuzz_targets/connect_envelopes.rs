@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| agent_sandbox_server::fuzz::connect_envelopes(data));
