@@ -18,6 +18,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import PaginatedRequestParams
 
 from conftest import TOKEN
 
@@ -271,6 +272,40 @@ def test_resources_list_and_read(server):
             assert contents[0].text == "remember\n"
             with pytest.raises(MCPError):
                 await s.read_resource("file:///etc/shadow")
+
+    run(main)
+
+
+async def every_resource(s):
+    """Pages through resources/list; the pages' sizes and the URIs."""
+    sizes, uris, cursor = [], [], None
+    while True:
+        page = await s.list_resources(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        sizes.append(len(page.resources))
+        uris += [str(r.uri) for r in page.resources]
+        cursor = page.next_cursor
+        if cursor is None:
+            return sizes, uris
+
+
+def test_resource_listing_is_bounded_and_paged(server):
+    deep = server.base / "a" / "b"
+    deep.mkdir(parents=True)
+    (deep / "shallow.txt").write_text("3 levels\n")
+    (deep / "c").mkdir()
+    (deep / "c" / "deep.txt").write_text("4 levels\n")
+
+    async def main():
+        async with session(server) as s:
+            sizes, uris = await every_resource(s)
+            # Three levels deep, no further.
+            assert uris == [f"file://{deep / 'shallow.txt'}"]
+            for i in range(1200):
+                (server.base / f"f{i:04}").write_text("")
+            sizes, uris = await every_resource(s)
+            # Pages of 100, from a walk of at most 1000 entries (the 3 directories among them).
+            assert all(size == 100 for size in sizes[:-1]) and 0 < sizes[-1] <= 100, sizes
+            assert 997 <= len(uris) <= 1000 and len(set(uris)) == len(uris)
 
     run(main)
 
