@@ -100,10 +100,7 @@ async fn a_burst_of_concurrent_transfers_leaves_few_malloc_arenas() {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
         return eprintln!("skipped: glibc arenas only");
     }
-    // A connection the client's pool opened spare and left unused is closed after the
-    // header-read timeout (15 s); on a loaded machine a later request raced that close
-    // (hyper's IncompleteMessage). This test is about arenas, not timeouts.
-    let server = common::server().args(["--header-read-timeout-seconds", "300"]).start();
+    let server = common::server().start();
     let client = server.client();
     let body = bytes::Bytes::from(vec![7u8; 1 << 20]);
     for round in 0..4 {

@@ -155,6 +155,27 @@ async fn slow_heads_and_idle_connections_are_closed_on_every_port() {
     assert!(closed_within(&mut kept, Duration::from_secs(5), false).await, "an idle connection is closed");
 }
 
+/// A fresh connection that a client pool opened ahead of need counts as
+/// idle: it is not closed at the (shorter) head timeout, which raced the
+/// request the pool then sent on it (hyper's `IncompleteMessage` in the
+/// soak run); once a byte arrives, the head timeout applies again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_connection_waits_for_the_idle_timeout_not_the_head_timeout() {
+    let server = common::server().args(["--header-read-timeout-seconds", "1", "--idle-timeout-seconds", "4"]).start();
+    let api = addr(&server, "api");
+    let mut spare = TcpStream::connect(&api).await.expect("connect");
+    let silent = TcpStream::connect(&api).await.expect("connect");
+    // Past the head timeout, well before the idle one: the scenario itself, not a wait for an event.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    spare.write_all(b"GET /health HTTP/1.1\r\nHost: sandbox\r\nConnection: close\r\n\r\n").await.expect("write");
+    let (status, answer) = read_answer(&mut spare).await;
+    assert_eq!(status, 200, "the spare connection is served: {answer}");
+    let mut silent = silent;
+    let started = Instant::now();
+    assert!(closed_within(&mut silent, Duration::from_secs(8), false).await, "a silent connection is closed");
+    assert!(started.elapsed() >= Duration::from_millis(1500), "at the idle timeout, not the head timeout");
+}
+
 /// Defect 5, limits: with `ulimit -n 1024`, 1,100 half-open connections made
 /// `/health`, `stat` and `/shell` time out until they were released. Now each
 /// port caps its connections, keeps a reserve for `/health` and

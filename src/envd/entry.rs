@@ -6,7 +6,8 @@
 //! link itself. Everything is opened beneath its root without following
 //! symlinks ([`safe`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -23,6 +24,9 @@ use crate::fs::walk::{walk, Flow};
 use crate::fs::FsError;
 use crate::policy::paths::normalize;
 use crate::policy::{Op, PathGuard};
+
+/// An entry's user metadata (see [`super::metadata`]).
+type Metadata = BTreeMap<String, String>;
 
 /// Most entries one `ListDir` returns.
 pub const MAX_LIST_ENTRIES: usize = 100_000;
@@ -102,7 +106,15 @@ pub fn permissions(mode: u32) -> String {
 /// reported as envd does: `type` and `mode` of its target (when the target
 /// exists and the guard lets it be seen, else `SYMLINK`), with `isSymlink`
 /// and `symlinkTarget` set, and its own size and permissions.
-fn info(guard: &PathGuard, path: &Path, st: &Stat, uid: u32, gid: u32, names: &mut Names) -> EntryInfo {
+fn info(
+    guard: &PathGuard,
+    path: &Path,
+    st: &Stat,
+    owner: (u32, u32),
+    metadata: Metadata,
+    names: &mut Names,
+) -> EntryInfo {
+    let (uid, gid) = owner;
     let kind_of = |kind| match kind {
         Kind::File => FileType::File,
         Kind::Directory => FileType::Directory,
@@ -129,7 +141,7 @@ fn info(guard: &PathGuard, path: &Path, st: &Stat, uid: u32, gid: u32, names: &m
         modified_time: Some(timestamp(st.modified.secs, u32::try_from(st.modified.nanos).unwrap_or(0))),
         is_symlink: st.kind == Kind::Symlink,
         symlink_target,
-        metadata: super::metadata::read(path),
+        metadata,
     }
 }
 
@@ -162,12 +174,14 @@ pub fn entry(guard: &PathGuard, target: &Resolved) -> Result<EntryInfo, EnvdErro
         }
         Err(e) => return Err(FsError::errno(&target.path, e).into()),
     };
-    let meta = std::fs::File::from(fd).metadata().map_err(|e| FsError::io(&target.path, e))?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| FsError::io(&target.path, e))?;
     let st = Stat::from_metadata(&meta);
     if st.kind != Kind::Symlink {
         guard.check_resolved(&target.path, Op::Read)?;
     }
-    Ok(info(guard, &target.path, &st, meta.uid(), meta.gid(), &mut Names::default()))
+    let metadata = super::metadata::read(file.as_fd());
+    Ok(info(guard, &target.path, &st, (meta.uid(), meta.gid()), metadata, &mut Names::default()))
 }
 
 /// The entries below the directory `target`, `depth` levels deep (at least 1),
@@ -196,9 +210,13 @@ pub fn list(guard: &PathGuard, target: &Resolved, depth: usize) -> Result<Vec<En
         if !crate::fs::list::visible(guard, item) {
             return Flow::Skip;
         }
-        let (uid, gid) = nix::sys::stat::fstatat(item.dir, item.name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        let owner = nix::sys::stat::fstatat(item.dir, item.name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
             .map_or((0, 0), |st| (st.st_uid, st.st_gid));
-        entries.push(info(guard, &item.path, &item.stat, uid, gid, &mut names));
+        let metadata = match item.stat.kind {
+            Kind::Symlink => Metadata::new(),
+            _ => super::metadata::read_at(item.dir, item.name),
+        };
+        entries.push(info(guard, &item.path, &item.stat, owner, metadata, &mut names));
         if entries.len() >= MAX_LIST_ENTRIES {
             Flow::Stop
         } else if item.depth < depth {

@@ -11,9 +11,10 @@
 //! left out.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use super::EnvdError;
+use crate::fs::safe::Resolved;
 
 /// The attribute namespace of envd's metadata.
 pub const PREFIX: &str = "user.e2b.";
@@ -85,17 +86,30 @@ pub fn attributes(metadata: &BTreeMap<String, String>) -> Vec<(String, Vec<u8>)>
     metadata.iter().map(|(key, value)| (format!("{PREFIX}{key}"), value.as_bytes().to_vec())).collect()
 }
 
-/// The metadata stored on `path` (not following a final symlink); empty
-/// when there is none or the file system keeps no user attributes. Blocking.
-pub fn read(path: &Path) -> BTreeMap<String, String> {
+/// The metadata stored on the object `fd` refers to (an `O_PATH`
+/// descriptor will do); empty when there is none, when the object is a
+/// symlink (which keeps no user attributes), or when the file system keeps
+/// no user attributes. Blocking.
+///
+/// The attributes are read through the descriptor's `/proc/self/fd` link,
+/// which names the opened object itself: a path swapped after the policy's
+/// check cannot make this read another file's attributes (`fgetxattr` does
+/// not take `O_PATH` descriptors, and `getxattrat` is too new to rely on).
+/// Without `/proc`, no metadata is reported.
+pub fn read(fd: BorrowedFd<'_>) -> BTreeMap<String, String> {
     let mut metadata = BTreeMap::new();
+    match rustix::fs::fstat(fd) {
+        Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Symlink => {}
+        _ => return metadata,
+    }
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let mut small = [0u8; 1024];
-    let names: Vec<u8> = match rustix::fs::llistxattr(path, &mut small[..]) {
+    let names: Vec<u8> = match rustix::fs::listxattr(link.as_str(), &mut small[..]) {
         Ok(0) => return metadata,
         Ok(len) => small[..len].to_vec(),
         Err(rustix::io::Errno::RANGE) => {
             let mut large = vec![0u8; MAX_LIST];
-            match rustix::fs::llistxattr(path, &mut large[..]) {
+            match rustix::fs::listxattr(link.as_str(), &mut large[..]) {
                 Ok(len) => {
                     large.truncate(len);
                     large
@@ -108,13 +122,33 @@ pub fn read(path: &Path) -> BTreeMap<String, String> {
     for name in names.split(|b| *b == 0).filter(|n| n.starts_with(PREFIX.as_bytes())) {
         let Ok(key) = std::str::from_utf8(&name[PREFIX.len()..]) else { continue };
         let mut value = vec![0u8; MAX_TOTAL];
-        let Ok(len) = rustix::fs::lgetxattr(path, name, &mut value[..]) else { continue };
+        let Ok(len) = rustix::fs::getxattr(link.as_str(), name, &mut value[..]) else { continue };
         value.truncate(len);
         if let (false, Ok(value)) = (key.is_empty(), String::from_utf8(value)) {
             metadata.insert(key.to_string(), value);
         }
     }
     metadata
+}
+
+/// The metadata of `name` in the directory `dir` (not following a symlink);
+/// empty when it cannot be opened. Blocking.
+pub fn read_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> BTreeMap<String, String> {
+    let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC;
+    match nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty()) {
+        Ok(fd) => read(fd.as_fd()),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+/// The metadata of `target`, opened beneath its root without following a
+/// symlink; empty when it cannot be opened. Blocking.
+pub fn read_target(target: &Resolved) -> BTreeMap<String, String> {
+    let flags = nix::fcntl::OFlag::O_PATH;
+    match crate::fs::safe::open_beneath(&target.root, target.relative(), flags, nix::sys::stat::Mode::empty()) {
+        Ok(fd) => read(fd.as_fd()),
+        Err(_) => BTreeMap::new(),
+    }
 }
 
 #[cfg(test)]
@@ -144,14 +178,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").expect("write");
-        assert!(read(&file).is_empty());
         let fd = std::fs::File::open(&file).expect("open");
+        assert!(read(fd.as_fd()).is_empty());
         let flags = rustix::fs::XattrFlags::empty();
         if rustix::fs::fsetxattr(&fd, "user.e2b.author", b"mish", flags).is_err() {
             return; // this file system keeps no user attributes
         }
         rustix::fs::fsetxattr(&fd, "user.other", b"x", flags).expect("set");
         rustix::fs::fsetxattr(&fd, "user.e2b.bin", &[0xff, 0xfe], flags).expect("set");
-        assert_eq!(read(&file), BTreeMap::from([("author".into(), "mish".into())]));
+        assert_eq!(read(fd.as_fd()), BTreeMap::from([("author".into(), "mish".into())]));
+        let dir_fd = std::fs::File::open(dir.path()).expect("open dir");
+        assert_eq!(read_at(dir_fd.as_fd(), "f".as_ref()), BTreeMap::from([("author".into(), "mish".into())]));
+        std::os::unix::fs::symlink("f", dir.path().join("l")).expect("symlink");
+        assert!(read_at(dir_fd.as_fd(), "l".as_ref()).is_empty(), "a symlink keeps none of its own");
     }
 }

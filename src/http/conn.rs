@@ -1,11 +1,14 @@
 //! One connection: HTTP/1.1 served by hyper, with its timeouts.
 //!
-//! A connection is always in one phase: waiting for a request's head (at
-//! most `header_read_timeout` from the moment it began: the first byte after
-//! an idle spell, or the accept, so trickling a head byte by byte does not
-//! keep it alive), handling requests (no timeout: a long response or upload
-//! is the handler's business), idle between kept-alive requests (at most
-//! `idle_timeout`), or upgraded to a WebSocket (no timeout). A phase that
+//! A connection is always in one phase: idle, waiting for its first byte
+//! (at most `idle_timeout`, from the accept or the end of the last
+//! response), reading a request's head (at most `header_read_timeout` from
+//! its first byte, so trickling a head byte by byte does not keep it alive),
+//! handling requests (no timeout: a long response or upload is the handler's
+//! business), or upgraded to a WebSocket (no timeout). A fresh connection
+//! counts as idle: client pools open connections ahead of need, and closing
+//! one at the (shorter) head timeout raced the request the pool then sent on
+//! it. A phase that
 //! runs out closes the connection. The phases are tracked by an I/O wrapper
 //! that hyper reads through, told by the service when a request starts and
 //! when its response body is done.
@@ -239,7 +242,7 @@ pub(super) async fn serve(
     shutdown: CancellationToken,
 ) {
     let now = Instant::now();
-    let clock = Arc::new(Clock { phase: Mutex::new(Phase::AwaitingHead(now)), limits, reader: Mutex::new(None) });
+    let clock = Arc::new(Clock { phase: Mutex::new(Phase::Idle(now)), limits, reader: Mutex::new(None) });
     let io = TimedIo { tcp, clock: Arc::clone(&clock), sleep: Box::pin(tokio::time::sleep_until(now)), armed: None };
     let app = NormalizePathLayer::trim_trailing_slash().layer(router);
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {

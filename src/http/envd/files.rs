@@ -291,8 +291,8 @@ impl Upload<'_> {
         let kept = if self.metadata.is_empty() {
             Default::default()
         } else {
-            let path = target.path.clone();
-            blocking(move || Ok(crate::envd::metadata::read(&path))).await?
+            let target = target.clone();
+            blocking(move || Ok(crate::envd::metadata::read_target(&target))).await?
         };
         Ok(WrittenFile {
             path: target.path.display().to_string(),
