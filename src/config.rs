@@ -141,6 +141,8 @@ pub struct Config {
     pub connections: crate::http::limits::ConnectionLimits,
     /// How the browser group runs its browser.
     pub browser: crate::browser::BrowserSettings,
+    /// Settings of the agents group (its runtime starts at first use).
+    pub agents: crate::agents::AgentsConfig,
 }
 
 /// Settings of code execution.
@@ -170,6 +172,8 @@ impl Config {
     /// The configuration from merged options, defaults filling what they leave unset.
     fn from_options(o: Options, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&o)?;
+        let home = std::env::var("HOME").ok();
+        let agents = crate::agents::AgentsConfig::from_options(&o, home.as_deref()).map_err(ConfigError::Invalid)?;
         let connections = crate::http::limits::ConnectionLimits::resolve(
             o.header_read_timeout_seconds.map(|s| s.0),
             o.idle_timeout_seconds.map(|s| s.0),
@@ -238,6 +242,7 @@ impl Config {
             },
             connections,
             browser,
+            agents,
         })
     }
 

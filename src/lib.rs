@@ -58,6 +58,9 @@
 //!   port, one-shot runs and git helpers (no axum).
 //! - [`browser`]: the headless Chromium of the `browser` group over the
 //!   DevTools Protocol, every request held to the URL policy (no axum).
+//! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
+//!   supervised sessions, turns, items, event logs, artifacts (no axum).
+//! - [`ids`]: random hex identifiers.
 
 // The layout above links every module; a build without some of them has no target for those links.
 #![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
@@ -80,6 +83,8 @@ pub mod abx;
 // `server`: the daemon. A new module only the daemon needs goes here, under
 // the same attribute.
 #[cfg(feature = "server")]
+pub mod agents;
+#[cfg(feature = "server")]
 pub mod browser;
 #[cfg(feature = "server")]
 pub mod cli;
@@ -100,6 +105,8 @@ pub mod fs;
 pub mod fuzz;
 #[cfg(feature = "server")]
 pub mod http;
+#[cfg(feature = "server")]
+pub mod ids;
 #[cfg(feature = "server")]
 pub mod logging;
 #[cfg(feature = "server")]

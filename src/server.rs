@@ -174,7 +174,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let mut state = AppState::new(Arc::clone(&engine), shutdown.clone())
         .configured(config.terminals, config.commands.clone())
         .serving_pty(pty_addr.port())
-        .with_browser(config.browser.clone());
+        .with_browser(config.browser.clone())
+        .with_agents(config.agents.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
     state.metrics_anonymous = config.metrics_anonymous;
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));

@@ -256,24 +256,23 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
     let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "agents").start();
     let http = server.http();
     let bearer = server.bearer();
-    let (status, body) = get_json(
-        http.get(server.at("/v1/agents/runtimes")).header("authorization", &bearer).send().await.expect("request"),
-    )
-    .await;
+    let (status, body) =
+        get_json(http.get(server.at("/v1/models")).header("authorization", &bearer).send().await.expect("request"))
+            .await;
     assert_eq!(
         (status, body),
         (
             501,
             json!({
-                "error": "Endpoint 'agents_runtimes_list' is not implemented by this server",
+                "error": "Endpoint 'agents_models_list' is not implemented by this server",
                 "type": "NotImplementedError",
                 "code": "not_implemented",
-                "endpoint": "agents_runtimes_list",
+                "endpoint": "agents_models_list",
             })
         )
     );
     let doc = server.client().capabilities().await.expect("capabilities");
-    let agents = &doc.endpoints["agents_runtimes_list"];
+    let agents = &doc.endpoints["agents_models_list"];
     assert_eq!((agents.enabled, agents.allowed, agents.reason.as_deref()), (true, false, Some("not_implemented")));
 
     let (status, body) = get_json(

@@ -151,6 +151,42 @@ options! {
         /// Serve `GET /metrics` without credentials (a `locked` policy still switches it off) [default: false].
         #[arg(long, env = "ABX_SERVER_METRICS_ANONYMOUS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
         pub metrics_anonymous: Option<bool>,
+        /// Agents group: where sessions, items and artifacts are kept [default: ~/.agent-sandbox/agents].
+        #[arg(long, env = "ABX_AGENTS_STATE_DIR", value_name = "DIR")]
+        pub agents_state_dir: Option<PathBuf>,
+        /// Agents group: keep state on disk; false keeps it in memory [default: true].
+        #[arg(long, env = "ABX_AGENTS_PERSIST", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_persist: Option<bool>,
+        /// Agents group: the runtime of a request that names none [default: codex].
+        #[arg(long, env = "ABX_AGENTS_DEFAULT", value_name = "RUNTIME")]
+        pub agents_default: Option<String>,
+        /// Agents group: the reference's JSON file (`default`; ours: `limits`, `command`), read at first use.
+        #[arg(long, env = "ABX_AGENTS_CONFIG", value_name = "FILE")]
+        pub agents_config: Option<PathBuf>,
+        /// Agents group: agent CLIs running at once, daemon-wide [default: 4].
+        #[arg(long, env = "ABX_AGENTS_MAX_CONCURRENT_TURNS", value_name = "N")]
+        pub agents_max_concurrent_turns: Option<usize>,
+        /// Agents group: whether the `command` runtime may run [default: true].
+        #[arg(long, env = "ABX_AGENTS_ALLOW_COMMAND", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_allow_command: Option<bool>,
+        /// Agents group: more server variables handed to every agent CLI, comma-separated.
+        #[arg(long, env = "ABX_AGENTS_PASSTHROUGH_ENV", value_delimiter = ',', value_name = "NAMES")]
+        pub agents_passthrough_env: Option<Vec<String>>,
+        /// Agents group: largest file snapshotted as an artifact [default: 10485760].
+        #[arg(long, env = "ABX_AGENTS_MAX_ARTIFACT_BYTES", value_name = "BYTES")]
+        pub agents_max_artifact_bytes: Option<u64>,
+        /// Agents group: serve one trace per finished turn [default: false].
+        #[arg(long, env = "ABX_AGENTS_TRACES", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_traces: Option<bool>,
+        /// Agents group: wall-clock limit of a turn [default: 1800].
+        #[arg(long, env = "ABX_AGENTS_TURN_TIMEOUT_SECONDS", value_name = "SECONDS")]
+        pub agents_turn_timeout_seconds: Option<Seconds>,
+        /// Agents group: a turn whose CLI is silent this long is ended [default: 300].
+        #[arg(long, env = "ABX_AGENTS_IDLE_TIMEOUT_SECONDS", value_name = "SECONDS")]
+        pub agents_idle_timeout_seconds: Option<Seconds>,
+        /// Agents group: standard output a turn's CLI may print [default: 8388608].
+        #[arg(long, env = "ABX_AGENTS_MAX_OUTPUT_BYTES", value_name = "BYTES")]
+        pub agents_max_output_bytes: Option<u64>,
     }
 }
 

@@ -292,12 +292,7 @@ fn unknown(id: &str) -> EnvdError {
 
 /// A fresh watcher id.
 fn new_id() -> String {
-    let mut bytes = [0u8; 16];
-    if rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).is_err() {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        bytes = nanos.to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::ids::random_hex(16)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! port's connections (caps, reserve, descriptor exhaustion) and `conn`
 //! serves each one (header-read and idle timeouts).
 
+pub mod agents;
 mod browser;
 mod code;
 pub mod code_port;
@@ -72,6 +73,8 @@ pub struct AppState {
     pub commands: Arc<Registry>,
     /// Interpreter programs of `/code/run`.
     pub interpreters: Arc<crate::code::Interpreters>,
+    /// The agents runtime, started by the first call of an agents endpoint.
+    pub agents: crate::agents::LazyAgents,
     /// The headless browser (started by its first call).
     pub browser: Arc<crate::browser::Browser>,
     /// Whether `GET /metrics` answers without credentials.
@@ -95,6 +98,8 @@ impl AppState {
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
+        let agents =
+            crate::agents::LazyAgents::new(crate::agents::AgentsConfig::default(), Arc::clone(&env), shutdown.clone());
         let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
         AppState {
             engine,
@@ -106,6 +111,7 @@ impl AppState {
             terminals,
             commands: Arc::new(Registry::default()),
             interpreters,
+            agents,
             browser,
             metrics_anonymous: false,
             metrics: Arc::new(crate::metrics::Metrics::new()),
@@ -113,6 +119,12 @@ impl AppState {
             mcp: Arc::default(),
             served: Arc::new(served),
         }
+    }
+
+    /// The same state with the agents runtime (not started yet) set as `config` says.
+    pub fn with_agents(mut self, config: crate::agents::AgentsConfig) -> Self {
+        self.agents = crate::agents::LazyAgents::new(config, Arc::clone(&self.env), self.shutdown.clone());
+        self
     }
 
     /// The same state with a browser run as `settings` say.

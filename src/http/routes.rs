@@ -8,7 +8,9 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState};
+use super::{
+    agents, browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState,
+};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -66,9 +68,40 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "browser_console" => bind(endpoint, browser::console),
         // One row, three methods: the protocol posts messages, opens its event stream, ends sessions.
         "mcp" => on(MethodFilter::POST.or(MethodFilter::GET).or(MethodFilter::DELETE), mcp::handle),
-        _ => return None,
+        _ => return agents_handler(endpoint),
     };
     Some(route)
+}
+
+/// The agents group's handlers (part 1); every answer carries `X-Agent-Sandbox-Local: 1`.
+fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
+    let route = match endpoint.id {
+        "agents_sessions_create" => bind(endpoint, agents::sessions_create),
+        "agents_sessions_list" => bind(endpoint, agents::sessions_list),
+        "agents_sessions_get" => bind(endpoint, agents::sessions_get),
+        "agents_sessions_update" => bind(endpoint, agents::sessions_update),
+        "agents_sessions_delete" => bind(endpoint, agents::sessions_delete),
+        "agents_sessions_events_create" => bind(endpoint, agents::events_create),
+        "agents_sessions_events_stream" => bind(endpoint, agents::events_stream),
+        "agents_sessions_items_list" => bind(endpoint, agents::items_list),
+        "agents_sessions_turns_list" => bind(endpoint, agents::turns_list),
+        "agents_sessions_turns_get" => bind(endpoint, agents::turn_get),
+        "agents_sessions_turns_items_list" => bind(endpoint, agents::turn_items),
+        "agents_artifacts_list" => bind(endpoint, agents::artifacts_list),
+        "agents_artifacts_get" => bind(endpoint, agents::artifacts_get),
+        "agents_artifacts_delete" => bind(endpoint, agents::artifacts_delete),
+        "agents_artifacts_content" => bind(endpoint, agents::artifact_content),
+        "agents_traces_list" => bind(endpoint, agents::traces_list),
+        "agents_subagents_list" => bind(endpoint, agents::subagents_list),
+        "agents_subagents_get" => bind(endpoint, agents::subagent_get),
+        "agents_subagents_items_list" => bind(endpoint, agents::subagent_items),
+        "agents_subagents_turns_list" => bind(endpoint, agents::subagent_turns),
+        "agents_subagents_turns_get" => bind(endpoint, agents::subagent_turn_get),
+        "agents_subagents_turns_items_list" => bind(endpoint, agents::subagent_turn_items),
+        "agents_runtimes_list" => bind(endpoint, agents::runtimes_list),
+        _ => return None,
+    };
+    Some(route.layer(axum::middleware::map_response(agents::local_header)))
 }
 
 /// Binds `handler` to `endpoint`'s method.

@@ -370,12 +370,7 @@ impl Terminals {
 
 /// A fresh 12-hex-digit session id.
 fn new_id() -> String {
-    let mut bytes = [0u8; 6];
-    if rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).is_err() {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        bytes.copy_from_slice(&nanos.to_le_bytes()[..6]);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::ids::random_hex(6)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 // Tests are separate processes without the daemon's reaper: waiting on their own children is fine.
 #![allow(clippy::disallowed_methods)]
 
+pub mod agents;
 pub mod cgroup;
 pub mod envd;
 

@@ -116,7 +116,7 @@ def test_a_server_without_a_token_accepts_anonymous_calls(make_server):
 def test_unimplemented_endpoints_raise_a_server_error(make_server):
     srv = make_server(env={"ABX_SERVER_ENABLED_GROUPS": "agents"})
     with pytest.raises(ServerAPIError) as caught:
-        asyncio.run(srv.client()._request("agents_runtimes_list", "GET", "/v1/agents/runtimes"))
+        asyncio.run(srv.client()._request("agents_models_list", "GET", "/v1/models"))
     assert caught.value.status_code == 501
     assert caught.value.error_code == "not_implemented"
 

@@ -1,0 +1,259 @@
+//! The agents group's settings: the reference's `ABX_AGENTS_*` variables
+//! (and a few of our own), declared once with every other option in
+//! `config::Options` (flag > variable > TOML file > default), and the
+//! reference's own JSON file (`ABX_AGENTS_CONFIG`), read when the runtime
+//! first starts, beneath those options.
+//!
+//! | option | default | meaning |
+//! |---|---|---|
+//! | `agents_state_dir` | `~/.agent-sandbox/agents` | sessions, turns, items, events and artifacts |
+//! | `agents_persist` | `true` | `false` keeps everything in memory |
+//! | `agents_default` | `codex` | runtime of a request that names none |
+//! | `agents_config` | | JSON file: `default` (or `agents.default`); ours: `limits`, `command` |
+//! | `agents_max_concurrent_turns` | `4` | CLIs running at once, daemon-wide |
+//! | `agents_allow_command` | `true` | `false` refuses the `command` runtime |
+//! | `agents_passthrough_env` | | more server variables handed to every CLI |
+//! | `agents_max_artifact_bytes` | 10 MiB | largest file snapshotted as an artifact |
+//! | `agents_traces` | `false` | `true` serves one trace per finished turn |
+//! | `agents_turn_timeout_seconds` (ours) | 1800 | wall-clock limit of a turn |
+//! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
+//! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::spec::{CommandSpec, Limits};
+use crate::config::Options;
+
+/// Settings of the agents runtime.
+#[derive(Debug, Clone)]
+pub struct AgentsConfig {
+    /// Where state is kept; `None` keeps it in memory.
+    pub state_dir: Option<PathBuf>,
+    /// The runtime a request that names none uses (as configured, not yet resolved).
+    pub default_runtime: Option<String>,
+    /// CLIs running at once.
+    pub max_concurrent_turns: usize,
+    /// Sessions kept; the least recently active idle ones go first.
+    pub max_sessions: usize,
+    /// Idle sessions older than this are forgotten.
+    pub session_ttl: Duration,
+    /// Whether traces are served.
+    pub traces: bool,
+    /// Whether the `command` runtime may run.
+    pub allow_command: bool,
+    /// More server variables handed to every CLI.
+    pub passthrough_env: Vec<String>,
+    /// Largest file snapshotted as an artifact.
+    pub max_artifact_bytes: u64,
+    /// Per-turn limits of every session.
+    pub limits: Limits,
+    /// The `command` runtime's program when a request names none.
+    pub command: Option<CommandSpec>,
+    /// Between SIGTERM and SIGKILL when a turn is ended.
+    pub kill_grace: Duration,
+    /// The reference's JSON file, read by [`AgentsConfig::load_file`] when the runtime starts.
+    pub file: Option<PathBuf>,
+    /// The limits the options set, which the JSON file does not override.
+    pub set_limits: SetLimits,
+}
+
+/// Limits set by an option (flag, variable or TOML file), above the JSON file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetLimits {
+    /// Whether the turn timeout was set.
+    pub turn_timeout: bool,
+    /// Whether the idle timeout was set.
+    pub idle_timeout: bool,
+    /// Whether the output limit was set.
+    pub max_output_bytes: bool,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            state_dir: None,
+            default_runtime: None,
+            max_concurrent_turns: 4,
+            max_sessions: 200,
+            session_ttl: Duration::from_secs(24 * 3600),
+            traces: false,
+            allow_command: true,
+            passthrough_env: Vec::new(),
+            max_artifact_bytes: 10 * 1024 * 1024,
+            limits: Limits::default(),
+            command: None,
+            kill_grace: Duration::from_secs(3),
+            file: None,
+            set_limits: SetLimits::default(),
+        }
+    }
+}
+
+/// A positive duration from a seconds option, or why not.
+fn positive_seconds(name: &str, value: Option<crate::config::Seconds>) -> Result<Option<Duration>, String> {
+    match value {
+        Some(s) if s.0.is_zero() => Err(format!("{name} must be more than 0")),
+        other => Ok(other.map(|s| s.0)),
+    }
+}
+
+impl AgentsConfig {
+    /// The settings from `serve`'s merged options (`home` locates the default state directory).
+    ///
+    /// # Errors
+    /// A timeout or output limit of 0.
+    pub fn from_options(o: &Options, home: Option<&str>) -> Result<Self, String> {
+        let mut config = AgentsConfig::default();
+        if o.agents_persist.unwrap_or(true) {
+            config.state_dir = match o.agents_state_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
+                Some(dir) => Some(dir.clone()),
+                None => home.map(|h| PathBuf::from(h).join(".agent-sandbox").join("agents")),
+            };
+        }
+        config.file = o.agents_config.clone().filter(|p| !p.as_os_str().is_empty());
+        config.default_runtime =
+            o.agents_default.as_deref().map(str::trim).filter(|d| !d.is_empty()).map(str::to_string);
+        if let Some(n) = o.agents_max_concurrent_turns {
+            config.max_concurrent_turns = n.max(1);
+        }
+        config.traces = o.agents_traces.unwrap_or(false);
+        config.allow_command = o.agents_allow_command.unwrap_or(true);
+        config.passthrough_env = o
+            .agents_passthrough_env
+            .iter()
+            .flatten()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect();
+        if let Some(n) = o.agents_max_artifact_bytes.filter(|n| *n > 0) {
+            config.max_artifact_bytes = n;
+        }
+        if let Some(d) = positive_seconds("agents_turn_timeout_seconds", o.agents_turn_timeout_seconds)? {
+            (config.limits.turn_timeout, config.set_limits.turn_timeout) = (d, true);
+        }
+        if let Some(d) = positive_seconds("agents_idle_timeout_seconds", o.agents_idle_timeout_seconds)? {
+            (config.limits.idle_timeout, config.set_limits.idle_timeout) = (d, true);
+        }
+        match o.agents_max_output_bytes {
+            Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),
+            Some(n) => (config.limits.max_output_bytes, config.set_limits.max_output_bytes) = (n, true),
+            None => {}
+        }
+        Ok(config)
+    }
+
+    /// These settings with the JSON file's beneath them, when one is named.
+    pub fn load_file(mut self) -> Self {
+        if let Some(path) = self.file.clone() {
+            self.apply_file(&path.to_string_lossy());
+        }
+        self
+    }
+
+    /// Reads `default` (or `agents.default`), `limits` and `command` from a
+    /// JSON file; a file that cannot be read or parsed is logged and ignored,
+    /// as the reference ignores it.
+    fn apply_file(&mut self, path: &str) {
+        let parsed = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()));
+        let data = match parsed {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return tracing::warn!(path, "ABX_AGENTS_CONFIG is not a JSON object; ignored"),
+            Err(e) => return tracing::warn!(path, error = %e, "ABX_AGENTS_CONFIG cannot be read; ignored"),
+        };
+        let nested = data.get("agents").and_then(Value::as_object);
+        let default = data.get("default").or_else(|| nested.and_then(|a| a.get("default")));
+        let default = default.and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+        if let (None, Some(default)) = (&self.default_runtime, default) {
+            self.default_runtime = Some(default.to_string());
+        }
+        if let Some(limits) = data.get("limits").and_then(Value::as_object) {
+            let seconds = |key: &str| limits.get(key).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
+            let set = self.set_limits;
+            if let Some(s) = seconds("turn_timeout_s").filter(|_| !set.turn_timeout) {
+                self.limits.turn_timeout = Duration::from_secs_f64(s);
+            }
+            if let Some(s) = seconds("idle_timeout_s").filter(|_| !set.idle_timeout) {
+                self.limits.idle_timeout = Duration::from_secs_f64(s);
+            }
+            if let Some(n) = seconds("max_output_bytes").filter(|_| !set.max_output_bytes) {
+                self.limits.max_output_bytes = n as u64;
+            }
+            self.limits.max_turns = seconds("max_turns").map(|n| n as u32);
+            self.limits.max_budget_usd = seconds("max_budget_usd");
+        }
+        if let Some(command) = data.get("command") {
+            match serde_json::from_value::<CommandSpec>(command.clone()) {
+                Ok(spec) if !spec.argv.is_empty() => self.command = Some(spec),
+                _ => tracing::warn!(path, "ABX_AGENTS_CONFIG: command needs a non-empty argv; ignored"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_file;
+
+    #[test]
+    fn defaults_follow_the_reference() {
+        let config = AgentsConfig::from_options(&Options::default(), Some("/home/u")).expect("valid");
+        assert_eq!(config.state_dir, Some(PathBuf::from("/home/u/.agent-sandbox/agents")));
+        assert_eq!(config.max_concurrent_turns, 4);
+        assert!(config.allow_command && !config.traces);
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(300));
+        assert_eq!((config.default_runtime, config.file), (None, None));
+    }
+
+    #[test]
+    fn options_override_and_persistence_can_be_off() {
+        let text = "agents_persist = false\nagents_default = \"qwen\"\nagents_idle_timeout_seconds = 1.5\n\
+                    agents_max_concurrent_turns = 0\nagents_passthrough_env = [\"A\", \" B\", \"\"]\n";
+        let config = AgentsConfig::from_options(&parse_file(text).expect("parses"), Some("/home/u")).expect("valid");
+        assert_eq!(config.state_dir, None);
+        assert_eq!(config.default_runtime.as_deref(), Some("qwen"));
+        assert_eq!(config.limits.idle_timeout, Duration::from_millis(1500));
+        assert_eq!(config.max_concurrent_turns, 1);
+        assert_eq!(config.passthrough_env, ["A", "B"]);
+    }
+
+    #[test]
+    fn a_zero_timeout_or_output_limit_is_refused_by_name() {
+        for text in
+            ["agents_turn_timeout_seconds = 0", "agents_idle_timeout_seconds = 0", "agents_max_output_bytes = 0"]
+        {
+            let err = AgentsConfig::from_options(&parse_file(text).expect("parses"), None).expect_err(text);
+            assert!(text.starts_with(err.split(' ').next().unwrap_or_default()), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_json_file_sets_the_default_limits_and_command_beneath_the_options() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("agents.json");
+        let body = r#"{"agents":{"default":"command"},"limits":{"idle_timeout_s":2,"turn_timeout_s":9},
+                      "command":{"argv":["/bin/agent"]}}"#;
+        std::fs::write(&path, body).expect("write");
+        let o = Options { agents_config: Some(path.clone()), ..Options::default() };
+        let config = AgentsConfig::from_options(&o, None).expect("valid").load_file();
+        assert_eq!(config.default_runtime.as_deref(), Some("command"));
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(2));
+        assert_eq!(config.command.map(|c| c.argv), Some(vec!["/bin/agent".to_string()]));
+        let o = Options {
+            agents_config: Some(path),
+            agents_default: Some("codex".into()),
+            agents_turn_timeout_seconds: Some(crate::config::Seconds(Duration::from_secs(5))),
+            ..Options::default()
+        };
+        let config = AgentsConfig::from_options(&o, None).expect("valid").load_file();
+        assert_eq!(config.default_runtime.as_deref(), Some("codex"), "the option beats the file");
+        assert_eq!(config.limits.turn_timeout, Duration::from_secs(5), "the option beats the file");
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(2), "the file beats the default");
+    }
+}

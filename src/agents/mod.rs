@@ -1,0 +1,100 @@
+//! The agents group's runtime: coding-agent CLIs run as supervised
+//! sessions. No HTTP and no wire types here: domain types in, domain types out.
+//!
+//! - [`runtime`]: the sessions of the daemon ([`Agents`]): creation, lookup,
+//!   eviction, deletion, runtime selection, subscriptions.
+//! - [`worker`]: turns: queueing, one worker per busy session, the
+//!   concurrency limit, cancellation, artifacts, the final events.
+//! - [`runner`]: one turn's CLI under the process supervisor: its own
+//!   group, timeouts, output limit, line parsing with backpressure.
+//! - [`adapters`]: one per CLI (`codex`, `qwen-code`, `claude-code`,
+//!   `command`): argv/env/files of a turn, and the parser of its output into
+//!   the neutral vocabulary of [`parsed`].
+//! - [`build`]: parsed events into items and session events, redacted ([`redact`]).
+//! - [`session`], [`turn`], [`log`]: a session's state, its turns and
+//!   items, and its append-only event log with resumable subscribers.
+//! - [`artifacts`], [`subagents`], [`runtimes`]: snapshots of written files,
+//!   subagents the CLIs named, and the installed/implemented report.
+//! - [`journal`], [`store`]: persistence under `ABX_AGENTS_STATE_DIR`
+//!   (append-only JSON lines, compacted at load).
+//! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
+//!   runs, errors, and the CLI's environment.
+//!
+//! Later layers (responses, definitions, environments, vaults, webhooks)
+//! sit beside these: they create sessions of their own kind
+//! ([`session::SessionKind`]), submit turns with per-turn options
+//! ([`worker::TurnInput`]), wait for them, subscribe to their events, and
+//! persist their records with [`journal`].
+
+pub mod adapters;
+pub mod artifacts;
+pub mod build;
+pub mod config;
+pub mod error;
+pub mod journal;
+pub mod log;
+pub mod parsed;
+pub mod procenv;
+pub mod redact;
+pub mod runner;
+pub mod runtime;
+pub mod runtimes;
+pub mod session;
+pub mod spec;
+pub mod store;
+pub mod subagents;
+pub mod turn;
+pub mod worker;
+
+pub use self::config::AgentsConfig;
+pub use self::error::{AgentError, Failure};
+pub use self::runtime::{Agents, NewSession, Subscription};
+pub use self::session::{Session, SessionKind, SessionMeta, SessionView};
+pub use self::spec::AgentSpec;
+pub use self::worker::TurnInput;
+
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use crate::environment::ChildEnv;
+
+/// The runtime, started on first use (nothing of the group runs before).
+/// One pointer wide: the daemon's state is cloned into every route.
+#[derive(Debug, Clone)]
+pub struct LazyAgents(Arc<Pending>);
+
+#[derive(Debug)]
+struct Pending {
+    cell: OnceCell<Arc<Agents>>,
+    config: AgentsConfig,
+    env: Arc<ChildEnv>,
+    shutdown: CancellationToken,
+}
+
+impl LazyAgents {
+    /// A runtime that will start with these settings when first asked for
+    /// (the JSON file they name is read then).
+    pub fn new(config: AgentsConfig, env: Arc<ChildEnv>, shutdown: CancellationToken) -> Self {
+        LazyAgents(Arc::new(Pending { cell: OnceCell::new(), config, env, shutdown }))
+    }
+
+    /// The runtime, starting it now if needed.
+    pub async fn get(&self) -> Arc<Agents> {
+        let pending = &*self.0;
+        let started = pending
+            .cell
+            .get_or_init(|| {
+                let config = pending.config.clone().load_file();
+                Agents::start(config, Arc::clone(&pending.env), pending.shutdown.clone())
+            })
+            .await;
+        Arc::clone(started)
+    }
+
+    /// Whether it has been started.
+    pub fn started(&self) -> bool {
+        self.0.cell.initialized()
+    }
+}

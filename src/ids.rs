@@ -1,0 +1,33 @@
+//! Random identifiers: hex digits from the kernel's random source, for
+//! session, watcher, turn and item ids.
+
+/// `2 * bytes` lowercase hex digits of fresh randomness (falling back to
+/// the clock if the kernel refuses, which it does not after boot).
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    if rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::empty()).is_err() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = nanos.to_le_bytes()[i % 16];
+        }
+    }
+    let mut out = String::with_capacity(bytes * 2);
+    for b in buf {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_hex_of_the_asked_length_and_differ() {
+        let a = random_hex(12);
+        assert_eq!(a.len(), 24);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_ne!(a, random_hex(12));
+    }
+}
