@@ -879,6 +879,12 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .extension()
         .governed_by("system_metrics")
         .summary("Request counts, latencies, bytes and live resources in the Prometheus text format."),
+    // core extension: the Model Context Protocol (GET and DELETE /mcp too); every tool call is
+    // decided by the rule of the endpoint of the same power (docs/mcp.md)
+    ep("mcp", Post, "/mcp", Core, &["core:read"])
+        .extension()
+        .governed_by("capabilities")
+        .summary("Model Context Protocol over streamable HTTP: each tool is decided by its endpoint's rule."),
     // envd (49983): every route, each governed by the native endpoint of the same power
     envd("envd_health", Get, "/health", "health", &[]).anonymous().summary("envd's liveness probe."),
     envd("envd_metrics", Get, "/metrics", "system_metrics", &["system:read"])
@@ -1041,7 +1047,8 @@ mod tests {
                 "files_content_write",
                 "files_upload_status",
                 "files_upload_cancel",
-                "metrics"
+                "metrics",
+                "mcp"
             ]
         );
         let streamed: Vec<_> = ENDPOINTS.iter().filter(|e| e.streamed_body).map(|e| e.id).collect();
@@ -1092,6 +1099,9 @@ mod tests {
         let anonymous: Vec<_> = ENDPOINTS.iter().filter(|e| !e.auth_required).map(|e| e.id).collect();
         assert_eq!(anonymous, ["health", "envd_health", "code_health"]);
         let core: Vec<_> = ENDPOINTS.iter().filter(|e| e.is_core()).map(|e| e.id).collect();
-        assert_eq!(core, ["health", "capabilities", "capabilities_check", "openapi", "envd_health", "code_health"]);
+        assert_eq!(
+            core,
+            ["health", "capabilities", "capabilities_check", "openapi", "mcp", "envd_health", "code_health"]
+        );
     }
 }

@@ -444,7 +444,9 @@ async fn the_reference_documentation_example_works_unchanged() {
             "files_upload_cancel",
             "files_upload_status",
             "files_upload_stream",
-            "health"
+            "health",
+            // Core, as /capabilities: each of its tools follows its own endpoint's rule.
+            "mcp"
         ]
     );
     if served(&server, "/files/content?path=x").await {

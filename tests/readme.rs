@@ -156,7 +156,12 @@ fn readme_tour_runs_against_the_binary_and_the_rest_is_listed_as_skipped() {
         .output()
         .expect("bash");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the tour failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the tour failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let answers: Vec<&str> = stdout.split("\n--- end of answer\n").filter(|a| !a.trim().is_empty()).collect();
     assert_eq!(answers.len(), paths.len(), "one answer per curl:\n{stdout}");
     for (path, answer) in paths.iter().zip(&answers) {

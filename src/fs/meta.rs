@@ -136,7 +136,8 @@ pub fn iso8601(time: Time) -> String {
         return format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}{fraction}+00:00");
     };
     let mut out = String::with_capacity(32);
-    for (value, width, then) in [(year, 4, '-'), (month, 2, '-'), (day, 2, 'T'), (h, 2, ':'), (m, 2, ':'), (s, 2, '.')] {
+    for (value, width, then) in [(year, 4, '-'), (month, 2, '-'), (day, 2, 'T'), (h, 2, ':'), (m, 2, ':'), (s, 2, '.')]
+    {
         push_padded(&mut out, value, width);
         out.push(then);
     }

@@ -40,6 +40,7 @@ pub mod ops;
 pub mod read;
 pub mod safe;
 pub mod search;
+pub mod text;
 pub mod upload;
 pub mod walk;
 pub mod watch;

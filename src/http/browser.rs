@@ -18,10 +18,10 @@ use crate::api::browser::{
     BlockedRequest, BrowserContent, BrowserPage, ClickRequest, Clicked, ConsoleLog, ConsoleLogs, ContentQuery,
     EvaluateRequest, Evaluated, NavigateRequest, Pdf, PdfRequest, Screenshot, ScreenshotRequest, TypeRequest, Typed,
 };
+use crate::api::process::is_truthy;
 use crate::browser::page::{self, WaitUntil};
 use crate::browser::BrowserError;
 use crate::policy::Grant;
-use crate::api::process::is_truthy;
 use crate::pyrepr;
 
 impl From<BrowserError> for ApiError {

@@ -28,13 +28,13 @@ use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
 use tokio::sync::mpsc;
 
-use super::code_wire::{Payload, TextError};
+use super::code_wire::{commands_unrestricted, context_cwd, Payload, TextError};
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::CodeInterpreter;
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
-use crate::policy::{Denial, Grant, Op};
+use crate::policy::Grant;
 
 /// State of the code port.
 #[derive(Clone)]
@@ -80,18 +80,6 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
         _ => return None,
     };
     Some(route)
-}
-
-/// An interpreter runs any program its code asks for, as a shell does: while
-/// the policy restricts commands (`allow_commands`, `deny_commands` of
-/// `process_start`), code execution is refused like a shell is.
-fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
-    let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
-    if restricted {
-        let message = "Code execution is not permitted while the policy restricts commands";
-        return Err(Denial::forbidden("shell_not_allowed", message).into());
-    }
-    Ok(())
 }
 
 async fn health() -> Json<&'static str> {
@@ -143,11 +131,7 @@ async fn create(
     Payload(request): Payload<CreateContextRequest>,
 ) -> Result<Json<ContextInfo>, TextError> {
     commands_unrestricted(&grant)?;
-    // The working directory obeys the path rules of process execution.
-    let cwd = match request.cwd.as_deref().filter(|c| !c.is_empty()) {
-        Some(raw) => Some(grant.resolve(raw, Op::Exec, "cwd")?.display().to_string()),
-        None => None,
-    };
+    let cwd = context_cwd(&grant, request.cwd.as_deref())?;
     Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref()).await?))
 }
 

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 use crate::api::code::{CreateContextRequest, ExecuteRequest};
 use crate::code::CodeError;
-use crate::policy::Denial;
+use crate::policy::{Denial, Grant, Op};
 
 /// A plain-text error answer.
 #[derive(Debug)]
@@ -26,6 +26,11 @@ impl TextError {
     /// An answer with this status and text.
     pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
         TextError(status, text.into())
+    }
+
+    /// Its status and text (what an MCP tool error shows).
+    pub fn parts(&self) -> (StatusCode, &str) {
+        (self.0, &self.1)
     }
 }
 
@@ -119,6 +124,30 @@ impl IntoResponse for Refusal {
             Refusal::TooLarge(e) => e.into_response(),
             Refusal::Invalid(e) => e.into_response(),
         }
+    }
+}
+
+/// An interpreter runs any program its code asks for, as a shell does: while
+/// the policy restricts commands (`allow_commands`, `deny_commands` of
+/// `process_start`), code execution is refused like a shell is.
+pub fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
+    let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
+    if restricted {
+        let message = "Code execution is not permitted while the policy restricts commands";
+        return Err(Denial::forbidden("shell_not_allowed", message).into());
+    }
+    Ok(())
+}
+
+/// A new context's working directory, resolved under the path rules of
+/// process execution (none given: the interpreter's default).
+///
+/// # Errors
+/// The path rule's refusal.
+pub fn context_cwd(grant: &Grant, raw: Option<&str>) -> Result<Option<String>, TextError> {
+    match raw.filter(|c| !c.is_empty()) {
+        Some(raw) => Ok(Some(grant.resolve(raw, Op::Exec, "cwd")?.display().to_string())),
+        None => Ok(None),
     }
 }
 

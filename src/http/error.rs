@@ -108,6 +108,17 @@ impl ApiError {
     pub fn code(&self) -> Option<&str> {
         self.body.code.as_deref()
     }
+
+    /// The JSON body (what an MCP tool error shows).
+    pub fn body(&self) -> &ErrorBody {
+        &self.body
+    }
+
+    /// Replaces the message.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.body.error = message.into();
+        self
+    }
 }
 
 impl From<Denial> for ApiError {

@@ -17,13 +17,14 @@ mod core;
 pub mod envd;
 pub mod error;
 pub mod extract;
-mod files;
+pub(crate) mod files;
 pub(crate) mod files_json;
-mod files_transfer;
+pub(crate) mod files_transfer;
 pub mod limits;
 pub mod listener;
+pub mod mcp;
 pub mod pipeline;
-mod process;
+pub(crate) mod process;
 pub mod pty;
 mod pty_ws;
 pub mod routes;
@@ -93,6 +94,8 @@ pub struct Shared {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The code port's contexts, when it runs (counted by the metrics).
     pub interpreter: Option<Arc<crate::code::CodeInterpreter>>,
+    /// The MCP endpoint (built by its first request).
+    pub mcp: Arc<mcp::Mcp>,
     served: Arc<HashSet<&'static str>>,
 }
 
@@ -138,6 +141,7 @@ impl AppState {
             metrics_anonymous: false,
             metrics: Arc::new(crate::metrics::Metrics::new()),
             interpreter: None,
+            mcp: Arc::default(),
             served: Arc::new(served),
         }))
     }

@@ -81,7 +81,12 @@ fn exec_input(request: ExecRequest) -> ExecInput {
     ExecInput { command, cwd: request.cwd, env: request.env, timeout: request.timeout, user: request.user }
 }
 
-async fn prepared(app: &AppState, grant: &Grant, request: ExecRequest, kind: ExecKind) -> Result<ExecSpec, ApiError> {
+pub(crate) async fn prepared(
+    app: &AppState,
+    grant: &Grant,
+    request: ExecRequest,
+    kind: ExecKind,
+) -> Result<ExecSpec, ApiError> {
     let id = grant.endpoint().id;
     let request = exec_input(request);
     if request.user.is_none() {

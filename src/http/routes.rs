@@ -8,7 +8,9 @@
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{agents, browser, code, commands, core, files, files_json, files_transfer, process, pty, system, AppState};
+use super::{
+    agents, browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState,
+};
 use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
@@ -65,6 +67,8 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "browser_evaluate" => bind(endpoint, browser::evaluate),
         "browser_pdf" => bind(endpoint, browser::pdf),
         "browser_console" => bind(endpoint, browser::console),
+        // One row, three methods: the protocol posts messages, opens its event stream, ends sessions.
+        "mcp" => on(MethodFilter::POST.or(MethodFilter::GET).or(MethodFilter::DELETE), mcp::handle),
         _ => return agents_handler(endpoint),
     };
     Some(route)

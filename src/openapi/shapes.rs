@@ -213,6 +213,14 @@ pub fn shape(id: &str) -> Option<Shape> {
         "system_info" => reply::<SystemInfo>(),
         "system_metrics" => reply::<SystemMetrics>(),
         "metrics" => Shape::new(None, Content::Prometheus),
+        // The POST of MCP's streamable HTTP transport (GET opens a session's
+        // stream, DELETE ends it; docs/mcp.md). The messages are JSON-RPC.
+        "mcp" => Shape::new(
+            Some(object()),
+            Content::Events(&["message"], "a JSON-RPC response, request or notification (MCP)"),
+        )
+        .also(202, "A notification or a response, accepted.", Content::Empty)
+        .errors(&[406, 415]),
         "env_get" => reply::<EnvVariables>().query::<EnvQuery>(),
         "env_set" => post::<EnvSetRequest, EnvUpdated>(),
         "ports" => reply::<PortList>(),

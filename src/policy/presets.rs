@@ -100,8 +100,8 @@ mod tests {
         let none = compiled(json!({}), &[]);
         assert_eq!(enabled(&preset), enabled(&none));
         let on_api = enabled(&preset).into_iter().filter(|id| !id.starts_with("envd_") && !id.starts_with("code_"));
-        assert_eq!(on_api.count(), 41, "every group but the opt-in ones, /openapi.json and /metrics");
-        assert_eq!(enabled(&preset).len(), 41 + 23 + 6, "and every route of the envd and code ports");
+        assert_eq!(on_api.count(), 42, "every group but the opt-in ones, and /metrics");
+        assert_eq!(enabled(&preset).len(), 42 + 23 + 6, "and every route of the envd and code ports");
     }
 
     #[test]
@@ -115,7 +115,7 @@ mod tests {
             "files_upload_status",
             "files_upload_cancel",
         ];
-        let other_ports = ["envd_health", "envd_files_read", "envd_files_write", "code_health"];
+        let other_ports = ["mcp", "envd_health", "envd_files_read", "envd_files_write", "code_health"];
         assert_eq!(
             enabled(&rules),
             [&CORE[..], &transfers[..], &other_ports[..]].concat(),
@@ -165,7 +165,8 @@ mod tests {
     #[test]
     fn locked_keeps_registered_commands_and_core() {
         let rules = compiled(json!({"preset": "locked"}), &[]);
-        let probes = ["envd_health", "code_health"];
+        // `/mcp` is core too; each of its tools is decided by its own endpoint's (switched off) rule.
+        let probes = ["mcp", "envd_health", "code_health"];
         assert_eq!(enabled(&rules), [&CORE[..], &["list_commands", "run_command"], &probes[..]].concat());
     }
 

@@ -77,48 +77,61 @@ pub async fn pipeline(State(route): State<RouteContext>, mut req: Request, next:
         }
     };
     let status = response.status().as_u16();
-    route.app.metrics.answered(endpoint, status, started.elapsed().as_secs_f64());
     let code = response.extensions().get::<ErrorCode>().map(|c| c.0.as_str());
     let identity_id = identity.as_ref().map_or("-", |i| i.id.as_str());
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let port = endpoint.port.as_str();
-    if endpoint.auth_required {
-        tracing::info!(target: "access", port, endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
-    } else {
-        tracing::debug!(target: "access", port, endpoint = endpoint.id, identity = identity_id, %method, status, elapsed_ms);
-    }
-    // A refusal at the door is a denial whatever its rendering (a Connect stream answers 200).
-    let decision = if refused.is_some() { "deny" } else { decision(status, code) };
-    let refused = refused.unwrap_or_default();
-    let mode = route.app.engine.rule(endpoint).audit;
-    if mode == AuditMode::All || (mode == AuditMode::Deny && decision != "allow") {
-        audit(endpoint, identity_id, &method, decision, status, code, grant.as_ref(), &refused);
-    }
+    let outcome = Outcome { status, code, grant: grant.as_ref(), refused: refused.as_ref() };
+    record(&route.app, endpoint, identity_id, (method.as_str(), None), &outcome, started);
     // The slot is held, and the bytes counted, until the answer has been sent.
     let metrics = Arc::clone(&route.app.metrics);
     Held::wrap(response, Hold { _permit: permit, read, metrics, endpoint })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn audit(
-    endpoint: &Endpoint,
-    identity: &str,
-    method: &Method,
-    decision: &str,
+/// How a decided call ended, for its access and audit lines.
+struct Outcome<'a> {
     status: u16,
-    code: Option<&str>,
-    grant: Option<&Grant>,
-    refused: &Refused,
+    code: Option<&'a str>,
+    grant: Option<&'a Grant>,
+    /// Set when the door refused it (whatever the status its rendering has).
+    refused: Option<&'a Refused>,
+}
+
+/// The access line, the audit line (as the rule's `audit` mode asks) and the
+/// metrics of one decided call; `via` is the HTTP method, or the transport
+/// and the tool of a call that is not an HTTP route.
+fn record(
+    app: &AppState,
+    endpoint: &'static Endpoint,
+    identity: &str,
+    via: (&str, Option<&str>),
+    outcome: &Outcome<'_>,
+    started: Instant,
 ) {
+    let Outcome { status, code, grant, refused } = *outcome;
+    app.metrics.answered(endpoint, status, started.elapsed().as_secs_f64());
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let (port, method, tool) = (endpoint.port.as_str(), via.0, via.1);
+    if endpoint.auth_required {
+        tracing::info!(target: "access", port, endpoint = endpoint.id, identity, method, tool, status, elapsed_ms);
+    } else {
+        tracing::debug!(target: "access", port, endpoint = endpoint.id, identity, method, tool, status, elapsed_ms);
+    }
+    // A refusal at the door is a denial whatever its rendering (a Connect stream answers 200).
+    let decision = if refused.is_some() { "deny" } else { decision(status, code) };
+    let mode = app.engine.rule(endpoint).audit;
+    if !(mode == AuditMode::All || (mode == AuditMode::Deny && decision != "allow")) {
+        return;
+    }
     let code = code.or((status >= 400).then_some("error"));
     let paths = grant.map(Grant::paths_touched).unwrap_or_default();
     let paths = (!paths.is_empty()).then(|| serde_json::to_string(&paths).unwrap_or_default());
+    let refused = refused.cloned().unwrap_or_default();
     tracing::info!(
         target: "audit",
-        port = endpoint.port.as_str(),
+        port,
         endpoint = endpoint.id,
         identity,
-        %method,
+        method,
+        tool,
         decision,
         status,
         code,
@@ -126,6 +139,58 @@ fn audit(
         scope = refused.scope.as_deref(),
         paths = paths.as_deref(),
     );
+}
+
+/// A call that is not an HTTP route (an MCP tool call), admitted by the same
+/// decision as a request to its endpoint and audited by the same lines.
+pub struct Call {
+    app: AppState,
+    grant: Grant,
+    via: (&'static str, &'static str),
+    started: Instant,
+    _permit: Option<Permit>,
+}
+
+/// Admits `identity`'s call of `endpoint` through `via` (the transport and
+/// the tool): the endpoint's rule decides (enabled, scopes, rate and
+/// concurrency in the governing endpoint's buckets). A refusal is audited
+/// here, as the pipeline audits one at the door.
+///
+/// # Errors
+/// The rule's [`Denial`].
+pub fn admit_call(
+    app: &AppState,
+    endpoint: &'static Endpoint,
+    identity: &Arc<Identity>,
+    via: (&'static str, &'static str),
+) -> Result<Call, Denial> {
+    let started = Instant::now();
+    match app.engine.admit(endpoint, Arc::clone(identity)) {
+        Ok((grant, permit)) => Ok(Call { app: app.clone(), grant, via, started, _permit: permit }),
+        Err(denial) => {
+            let refused = Refused::of(&denial);
+            let outcome =
+                Outcome { status: denial.status(), code: Some(denial.code()), grant: None, refused: Some(&refused) };
+            record(app, endpoint, &identity.id, (via.0, Some(via.1)), &outcome, started);
+            Err(denial)
+        }
+    }
+}
+
+impl Call {
+    /// What the rule granted: path guard, limits, parameters.
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    /// Writes the call's access and audit lines and metrics: `status` and
+    /// `code` are what the same call over HTTP would have answered.
+    pub fn finish(self, status: u16, code: Option<&str>) {
+        let endpoint = self.grant.endpoint();
+        let outcome = Outcome { status, code, grant: Some(&self.grant), refused: None };
+        let identity = &self.grant.identity().id;
+        record(&self.app, endpoint, identity, (self.via.0, Some(self.via.1)), &outcome, self.started);
+    }
 }
 
 /// `allow` below 400; `deny` for a policy refusal (credentials, scope, a

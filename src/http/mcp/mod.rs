@@ -1,0 +1,177 @@
+//! `/mcp`: the daemon's files, processes, terminals, code contexts and system
+//! information as Model Context Protocol tools and `file://` resources, over
+//! streamable HTTP on the API port.
+//!
+//! The transport is the official Rust SDK's (`rmcp`), mounted behind the same
+//! pipeline as every route: the `mcp` row authenticates the caller (the API's
+//! credentials) and bounds the body. Each tool is then decided again by the
+//! rule of the endpoint of the same power ([`tools::TOOLS`]): a tool the
+//! caller may not use is not listed, and calling it is refused by
+//! [`admit_call`](super::pipeline::admit_call) with the rule named, audited like an HTTP call.
+//!
+//! Nothing here is built until the first `/mcp` request. The host check of
+//! the SDK is off (a platform's proxy forwards under its own host name): the
+//! credentials every call needs are the defence against DNS rebinding.
+//! A legacy session belongs to the identity that opened it; another
+//! identity presenting its id is answered as for an unknown session.
+//!
+//! Layout: [`server`] (the protocol handler: listing, dispatch, admission),
+//! `call.rs` (what every tool body uses: context, arguments, results),
+//! [`tools`] (each tool's description, schema and endpoint), `files.rs`,
+//! `process.rs`, `code.rs`, `system.rs` (the tools' bodies: thin calls into the
+//! handlers and domain modules of their endpoints), [`resources`].
+
+mod call;
+mod code;
+mod files;
+mod process;
+pub mod resources;
+pub mod server;
+mod system;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::error::ApiError;
+use super::extract::{read_body, BodyLimit};
+use super::AppState;
+use crate::policy::Grant;
+
+/// Legacy sessions alive at once; an `initialize` beyond them is refused (429).
+pub const MAX_SESSIONS: usize = 128;
+/// A legacy session with no request for this long is closed.
+const SESSION_IDLE: Duration = Duration::from_secs(600);
+/// The header naming a legacy session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+type Service = StreamableHttpService<server::McpServer, LocalSessionManager>;
+
+/// The MCP endpoint's state: built by its first request.
+#[derive(Default)]
+pub struct Mcp {
+    service: OnceLock<(Service, Arc<LocalSessionManager>)>,
+    /// Which identity opened each live legacy session.
+    owners: Mutex<HashMap<String, String>>,
+}
+
+impl Mcp {
+    fn service(&self, app: &AppState) -> &(Service, Arc<LocalSessionManager>) {
+        self.service.get_or_init(|| {
+            let mut sessions = LocalSessionManager::default();
+            sessions.session_config.keep_alive = Some(SESSION_IDLE);
+            let sessions = Arc::new(sessions);
+            let config = StreamableHttpServerConfig::default()
+                .disable_allowed_hosts()
+                .with_cancellation_token(app.shutdown.child_token())
+                .with_max_request_body_bytes(usize::MAX);
+            (StreamableHttpService::new(|| Ok(server::McpServer), Arc::clone(&sessions), config), sessions)
+        })
+    }
+
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// `POST`, `GET` and `DELETE /mcp`: the request, admitted by the pipeline,
+/// handed to the SDK's streamable HTTP service.
+pub async fn handle(State(app): State<AppState>, grant: Grant, request: Request) -> Response {
+    match serve(app, grant, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response, ApiError> {
+    let (service, sessions) = app.mcp.service(&app);
+    let identity = grant.identity().id.clone();
+    let session = session_id(request.headers());
+    if let Some(id) = &session {
+        if app.mcp.owners().get(id).is_some_and(|owner| *owner != identity) {
+            return Ok(unknown_session());
+        }
+    }
+    let method = request.method().clone();
+    if method == Method::POST && session.is_none() {
+        let live = sessions.sessions.read().await.len();
+        if live >= MAX_SESSIONS {
+            let message = format!("Too many MCP sessions (at most {MAX_SESSIONS}); end one with DELETE /mcp");
+            return Err(
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("session_limit")
+            );
+        }
+    }
+    let (mut parts, body) = request.into_parts();
+    // The body is read here, within the endpoint's limit, as every JSON body is.
+    let limit = parts.extensions.get::<BodyLimit>().map_or(super::DEFAULT_MAX_REQUEST_BYTES, |l| l.0);
+    let bytes = read_body(body, limit).await?;
+    parts.extensions.insert(app.clone());
+    let response = service.handle(Request::from_parts(parts, http_body_util::Full::new(bytes))).await;
+    let created = session_id(response.headers());
+    if response.status().is_success() {
+        match (&method, created, session) {
+            (&Method::POST, Some(id), None) => remember(&app, sessions, id, identity).await,
+            (&Method::DELETE, _, Some(id)) => {
+                app.mcp.owners().remove(&id);
+            }
+            _ => {}
+        }
+    }
+    // The SDK accepts an ended session with 202; clients expect 200 or 204.
+    if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    if response.status().is_client_error() || response.status().is_server_error() {
+        return Err(transport_error(response.map(Body::new)).await);
+    }
+    Ok(response.map(Body::new))
+}
+
+/// The SDK's refusal of a request (plain text: no `Accept` for both answer
+/// types, a body that is not a JSON-RPC message, an unknown session) as the
+/// port's JSON error body, so `/mcp` answers errors as every route of the
+/// port does and as its OpenAPI document says. A body that is not a
+/// JSON-RPC message is 400 (the SDK says 415, which is for a wrong
+/// `Content-Type`, a case it also answers 415).
+async fn transport_error(response: Response) -> ApiError {
+    let status = response.status();
+    // The SDK's refusals are one short line; a longer body is not kept.
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(body) => String::from_utf8_lossy(&body).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let status = if status == StatusCode::UNSUPPORTED_MEDIA_TYPE && text.contains("deserialize") {
+        StatusCode::BAD_REQUEST
+    } else {
+        status
+    };
+    let message =
+        if text.is_empty() { status.canonical_reason().unwrap_or("MCP transport error").to_string() } else { text };
+    ApiError::new(status, message, "ValueError")
+}
+
+/// Records the owner of a new session, forgetting sessions that ended.
+async fn remember(app: &AppState, sessions: &LocalSessionManager, id: String, identity: String) {
+    let live = sessions.sessions.read().await;
+    let mut owners = app.mcp.owners();
+    owners.retain(|known, _| live.keys().any(|s| s.as_ref() == known.as_str()));
+    owners.insert(id, identity);
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+/// What the SDK answers for a session it does not know, in the port's error body.
+fn unknown_session() -> Response {
+    ApiError::new(StatusCode::NOT_FOUND, "Not Found: Session not found", "ValueError").into_response()
+}

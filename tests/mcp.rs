@@ -1,0 +1,215 @@
+//! `/mcp` over HTTP, black-box: credentials, a tool the policy denies (not
+//! listed, refused with its rule, nothing run), path escapes, an oversize
+//! body, and a cancelled `run` whose whole process group is killed.
+//! (The official Python SDK drives the rest: tests/conformance/test_mcp.py.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+/// An MCP session opened over plain HTTP.
+struct Session<'a> {
+    server: &'a TestServer,
+    id: String,
+    http: reqwest::Client,
+    token: &'a str,
+}
+
+fn request(server: &TestServer, http: &reqwest::Client, token: &str) -> reqwest::RequestBuilder {
+    http.post(server.at("/mcp"))
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// The JSON-RPC messages of an SSE (or JSON) answer.
+fn messages(text: &str) -> Vec<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return vec![value];
+    }
+    text.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
+}
+
+impl<'a> Session<'a> {
+    async fn open(server: &'a TestServer) -> Session<'a> {
+        Session::open_as(server, common::TOKEN).await
+    }
+
+    async fn open_as(server: &'a TestServer, token: &'a str) -> Session<'a> {
+        let http = reqwest::Client::new();
+        let opened = request(server, &http, token).body(INITIALIZE).send().await.expect("initialize");
+        assert_eq!(opened.status().as_u16(), 200);
+        let id = opened.headers()["mcp-session-id"].to_str().expect("id").to_string();
+        let session = Session { server, id, http, token };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(session.post(&initialized).send().await.expect("initialized").status().as_u16(), 202);
+        session
+    }
+
+    fn post(&self, message: &Value) -> reqwest::RequestBuilder {
+        request(self.server, &self.http, self.token)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(message.to_string())
+    }
+
+    /// The answer to request `id`.
+    async fn call(&self, id: u64, method: &str, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let text = self.post(&message).send().await.expect("send").text().await.expect("body");
+        messages(&text).into_iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer in {text}"))
+    }
+
+    async fn tool(&self, id: u64, name: &str, arguments: Value) -> Value {
+        self.call(id, "tools/call", json!({"name": name, "arguments": arguments})).await
+    }
+}
+
+/// A tool error's JSON body.
+fn error_body(answer: &Value) -> Value {
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    serde_json::from_str(answer["result"]["content"][0]["text"].as_str().expect("text")).expect("json")
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_token_is_refused_401() {
+    let server = common::start();
+    let http = reqwest::Client::new();
+    let wrong = request(&server, &http, "wrong").body(INITIALIZE).send().await.expect("send");
+    assert_eq!(wrong.status().as_u16(), 401);
+    let body: Value = wrong.json().await.expect("json");
+    assert_eq!(body["type"], "AuthError");
+    let none = http.post(server.at("/mcp")).body(INITIALIZE).send().await.expect("send");
+    assert_eq!(none.status().as_u16(), 401);
+    // The event stream and the session's end are behind the same door.
+    assert_eq!(http.get(server.at("/mcp")).send().await.expect("get").status().as_u16(), 401);
+    assert_eq!(http.delete(server.at("/mcp")).send().await.expect("delete").status().as_u16(), 401);
+}
+
+#[tokio::test]
+async fn a_denied_tool_is_not_listed_and_its_call_is_refused_with_the_rule() {
+    let policy = json!({"endpoints": {"shell": {"enabled": false}}, "defaults": {"audit": "deny"}});
+    let server = common::server().env("ABX_SERVER_POLICY", &policy.to_string()).start();
+    let session = Session::open(&server).await;
+    let listed = session.call(1, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(!names.contains(&"run") && names.contains(&"start") && names.contains(&"read"), "{names:?}");
+    let marker = server.base.join("ran");
+    let refused = session.tool(2, "run", json!({"command": format!("touch {}", marker.display())})).await;
+    let body = error_body(&refused);
+    assert_eq!((body["code"].as_str(), body["endpoint"].as_str()), (Some("endpoint_disabled"), Some("shell")));
+    assert_eq!(body["rule"], "policy:endpoints.shell");
+    assert!(!marker.exists(), "a refused call ran");
+    server.wait_for_log(
+        r#"endpoint="shell" identity="server" method="MCP" tool="run" decision="deny" status=404"#,
+        Duration::from_secs(5),
+    );
+}
+
+#[tokio::test]
+async fn tools_follow_the_callers_scopes_and_sessions_their_owner() {
+    let policy = json!({"auth": {"tokens": [
+        {"id": "admin", "scopes": ["*"], "token_env": "ABX_TEST_MCP_ADMIN"},
+        {"id": "reader", "scopes": ["files:read", "core:read"], "token_env": "ABX_TEST_MCP_READER"},
+    ]}});
+    let server = common::server()
+        .token(None)
+        .env("ABX_TEST_MCP_ADMIN", "admin-tok")
+        .env("ABX_TEST_MCP_READER", "reader-tok")
+        .env("ABX_SERVER_POLICY", &policy.to_string())
+        .start();
+    let reader = Session::open_as(&server, "reader-tok").await;
+    let listed = reader.call(1, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["read", "list", "stat", "find", "grep"]);
+    let refused = error_body(&reader.tool(2, "run", json!({"command": "true"})).await);
+    assert_eq!((refused["code"].as_str(), refused["scope"].as_str()), (Some("missing_scope"), Some("process:run")));
+    // The admin's session id in the reader's hands is an unknown session.
+    let admin = Session::open_as(&server, "admin-tok").await;
+    let stolen = Session { server: &server, id: admin.id.clone(), http: reqwest::Client::new(), token: "reader-tok" };
+    let message = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}});
+    assert_eq!(stolen.post(&message).send().await.expect("send").status().as_u16(), 404);
+    assert_eq!(admin.call(4, "tools/list", json!({})).await["result"]["tools"].as_array().map(Vec::len), Some(22));
+}
+
+#[tokio::test]
+async fn paths_outside_the_base_directory_are_refused() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    let read = session.tool(1, "read", json!({"path": "../../../etc/passwd"})).await;
+    assert_eq!(error_body(&read)["code"], "path_not_allowed");
+    let outside = server.base.parent().expect("parent").join("escaped.txt");
+    let write = session.tool(2, "write", json!({"path": outside.display().to_string(), "content": "x"})).await;
+    assert_eq!(error_body(&write)["code"], "path_not_allowed");
+    assert!(!outside.exists());
+    std::os::unix::fs::symlink("/etc", server.base.join("etc")).expect("symlink");
+    let through_link =
+        session.tool(3, "edit", json!({"path": "etc/hostname", "old_string": "a", "new_string": "b"})).await;
+    assert_eq!(error_body(&through_link)["code"], "path_not_allowed");
+    let resource = session.call(4, "resources/read", json!({"uri": "file:///etc/passwd"})).await;
+    assert_eq!(resource["error"]["data"]["code"], "path_not_allowed", "{resource}");
+}
+
+#[tokio::test]
+async fn an_oversize_body_or_file_is_refused() {
+    let policy = json!({"endpoints": {
+        "capabilities": {"limits": {"max_request_bytes": "64KB"}},
+        "files_download_stream": {"limits": {"max_bytes": "1KB"}}
+    }});
+    let server = common::server().env("ABX_SERVER_POLICY", &policy.to_string()).start();
+    let session = Session::open(&server).await;
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "write", "arguments": {"path": "big", "content": "x".repeat(100_000)}}});
+    let response = session.post(&big).send().await.expect("send");
+    assert_eq!(response.status().as_u16(), 413);
+    assert!(!server.base.join("big").exists());
+    std::fs::write(server.base.join("large.txt"), "y".repeat(4096)).expect("write");
+    let read = session.tool(2, "read", json!({"path": "large.txt"})).await;
+    let refused = error_body(&read);
+    assert_eq!(
+        (refused["code"].as_str(), refused["limit"].as_u64()),
+        (Some("payload_too_large"), Some(1000)),
+        "{read}"
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).is_some_and(|state| state != "Z")
+}
+
+#[tokio::test]
+async fn a_cancelled_run_has_its_process_group_killed() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    let pids = server.base.join("pids");
+    let command = format!("sleep 300 & echo $$ $! > {}; wait", pids.display());
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "run", "arguments": {"command": command, "shell": true}}});
+    let running = session.post(&call).send().await.expect("send");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pids: Vec<i32> = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        let found: Vec<i32> = text.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+        if found.len() == 2 {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    assert_eq!(session.post(&cancel).send().await.expect("cancel").status().as_u16(), 202);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|p| alive(*p)) {
+        assert!(Instant::now() < deadline, "{pids:?} outlived the cancelled call");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(running);
+}
