@@ -446,7 +446,9 @@ async fn the_reference_documentation_example_works_unchanged() {
             "files_upload_stream",
             "health",
             // Core, as /capabilities: each of its tools follows its own endpoint's rule.
-            "mcp"
+            "mcp",
+            // Core, governed by /capabilities: the document of what the server can do.
+            "openapi"
         ]
     );
     if served(&server, "/files/content?path=x").await {
