@@ -257,22 +257,22 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
     let http = server.http();
     let bearer = server.bearer();
     let (status, body) =
-        get_json(http.get(server.at("/v1/models")).header("authorization", &bearer).send().await.expect("request"))
+        get_json(http.get(server.at("/v1/webhook_endpoints")).header("authorization", &bearer).send().await.expect("request"))
             .await;
     assert_eq!(
         (status, body),
         (
             501,
             json!({
-                "error": "Endpoint 'agents_models_list' is not implemented by this server",
+                "error": "Endpoint 'agents_webhooks_list' is not implemented by this server",
                 "type": "NotImplementedError",
                 "code": "not_implemented",
-                "endpoint": "agents_models_list",
+                "endpoint": "agents_webhooks_list",
             })
         )
     );
     let doc = server.client().capabilities().await.expect("capabilities");
-    let agents = &doc.endpoints["agents_models_list"];
+    let agents = &doc.endpoints["agents_webhooks_list"];
     assert_eq!((agents.enabled, agents.allowed, agents.reason.as_deref()), (true, false, Some("not_implemented")));
 
     let (status, body) = get_json(
