@@ -256,9 +256,10 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
     let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "agents").start();
     let http = server.http();
     let bearer = server.bearer();
-    let (status, body) =
-        get_json(http.get(server.at("/v1/webhook_endpoints")).header("authorization", &bearer).send().await.expect("request"))
-            .await;
+    let (status, body) = get_json(
+        http.get(server.at("/v1/webhook_endpoints")).header("authorization", &bearer).send().await.expect("request"),
+    )
+    .await;
     assert_eq!(
         (status, body),
         (
