@@ -3,7 +3,9 @@
 //!
 //! [`prepare_child`] installs one `pre_exec` hook that, in the forked child,
 //! raises its `oom_score_adj` (so the kernel's OOM killer prefers the
-//! workload to the daemon), optionally starts a new session (terminals), and
+//! workload to the daemon), restores the default action of any signal the
+//! daemon itself inherited as ignored (see [`inherited_ignored`]),
+//! optionally starts a new session (terminals), and
 //! optionally drops to another user (supplementary groups, group, user, in
 //! that order, after everything that needs root). Everything the hook uses is
 //! computed beforehand; the hook itself only makes system calls.
@@ -14,8 +16,10 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use nix::fcntl::{open, OFlag};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::stat::Mode;
 use nix::unistd::{setgid, setgroups, setsid, setuid, write, Gid, Uid};
 
@@ -47,9 +51,39 @@ pub struct ChildSetup {
     pub die_with_parent: bool,
 }
 
+/// The signals whose action the daemon inherited as "ignored", which `exec`
+/// would pass on to every child: a daemon started with `nohup` ignores
+/// `SIGHUP`, and one started in the background by a script (`serve &`, as
+/// start commands do) ignores `SIGINT` and `SIGQUIT`, so without a reset a
+/// terminal's shell would not hang up on close and `SIGINT` sent to a process
+/// would do nothing. Read once; the daemon's own handlers (`SIGTERM`,
+/// `SIGINT`) are not "ignored" and are reset by `exec` anyway.
+pub fn inherited_ignored() -> &'static [Signal] {
+    static IGNORED: OnceLock<Vec<Signal>> = OnceLock::new();
+    IGNORED.get_or_init(|| {
+        Signal::iterator()
+            .filter(|s| !matches!(s, Signal::SIGKILL | Signal::SIGSTOP))
+            .filter(|s| {
+                let mut old = std::mem::MaybeUninit::<nix::libc::sigaction>::zeroed();
+                // SAFETY: a null new action only reads the current one into
+                // `old`, which is valid, zeroed memory of the right type.
+                let read = unsafe { nix::libc::sigaction(*s as i32, std::ptr::null(), old.as_mut_ptr()) };
+                // SAFETY: sigaction filled `old` (it returned 0), and it was zeroed before.
+                read == 0 && unsafe { old.assume_init() }.sa_sigaction == nix::libc::SIG_IGN
+            })
+            .collect()
+    })
+}
+
 /// Installs `setup` as `command`'s pre-exec hook.
 pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
-    if setup.oom_score_adj.is_none() && !setup.new_session && setup.credentials.is_none() && !setup.die_with_parent {
+    let ignored = inherited_ignored();
+    if setup.oom_score_adj.is_none()
+        && !setup.new_session
+        && setup.credentials.is_none()
+        && !setup.die_with_parent
+        && ignored.is_empty()
+    {
         return;
     }
     let oom = setup.oom_score_adj.map(|value| {
@@ -64,6 +98,11 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
     let credentials = setup.credentials;
     let die_with_parent = setup.die_with_parent;
     let hook = move || -> io::Result<()> {
+        let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+        for signal in ignored {
+            // SAFETY: the default action is no handler; sigaction is async-signal-safe.
+            unsafe { sigaction(*signal, &default) }.map_err(io::Error::from)?;
+        }
         if die_with_parent {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)?;
         }
@@ -89,7 +128,7 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the hook runs in the forked child of a multi-threaded process,
     // where only async-signal-safe calls are allowed. It allocates nothing
     // (the value, path and credentials were prepared above) and only makes
-    // the system calls prctl(PR_SET_PDEATHSIG), open, write, close, setsid, the TIOCSCTTY ioctl on
+    // the system calls sigaction, prctl(PR_SET_PDEATHSIG), open, write, close, setsid, the TIOCSCTTY ioctl on
     // fd 0 (which std has already pointed at the terminal), setgroups,
     // setgid and setuid, all async-signal-safe. Errors are built from raw errno values,
     // which does not allocate.

@@ -239,6 +239,40 @@ async fn background_processes_take_stdin_and_keep_their_output() {
     assert!(client.processes().await.expect("list").iter().any(|p| p.pid == pid), "exited processes stay listed");
 }
 
+/// A daemon started in the background by a script (`serve &`: `SIGINT` and
+/// `SIGQUIT` ignored) or under `nohup` (`SIGHUP` ignored) must not pass those
+/// dispositions on: `SIGINT` sent to a process ends it, and closing a
+/// terminal hangs its shell up.
+#[tokio::test]
+async fn signals_the_daemon_inherited_as_ignored_still_reach_its_children() {
+    let server = common::server().launcher(["/bin/sh", "-c", "trap '' INT QUIT HUP; exec \"$0\" \"$@\""]).start();
+    let client = server.client();
+    let ignored = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).expect("status");
+    let sig_ign = ignored.lines().find_map(|l| l.strip_prefix("SigIgn:")).expect("SigIgn").trim().to_string();
+    let mask = u64::from_str_radix(&sig_ign, 16).expect("hex");
+    assert_eq!(
+        mask & 0b101,
+        0b101,
+        "the daemon itself runs with SIGHUP and SIGQUIT ignored (SIGINT has its handler): {sig_ign}"
+    );
+    let tag = marker();
+    let pid = client.start(&bounded(format!("sleep {tag}"))).await.expect("start").pid;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("child status");
+    let child = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).expect("SigIgn").trim();
+    assert_eq!(u64::from_str_radix(child, 16).expect("hex") & 0b111, 0, "the child ignores none of them: {child}");
+    assert_eq!(client.signal(pid, 2).await.expect("signal").signal, 2);
+    assert_gone(&tag, Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let info = loop {
+        let info = client.process(pid).await.expect("detail");
+        if info.state == "exited" || Instant::now() > deadline {
+            break info;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!((info.state.as_str(), info.exit_code), ("exited", Some(-2)));
+}
+
 #[tokio::test]
 async fn signals_end_processes_and_bad_requests_are_refused() {
     let server = common::start();

@@ -199,8 +199,8 @@ impl Supervisor {
     /// Spawns `command` in a new process group (or session) and registers it.
     ///
     /// Like `tokio::process`, this spawns on the calling thread and returns
-    /// once the child has called `exec`. Without a new session or another
-    /// user there is no pre-exec hook, so std uses `posix_spawn` (a vfork:
+    /// once the child has called `exec`. Without a new session, another
+    /// user or a signal to reset there is no pre-exec hook, so std uses `posix_spawn` (a vfork:
     /// no page tables copied), which is why the program should be an absolute
     /// path (a `PATH` search in a custom environment makes std fork instead).
     /// The caller sets the program, arguments, environment, directory and
@@ -214,7 +214,12 @@ impl Supervisor {
             command.process_group(0);
         }
         let oom_score_adj = options.oom_score_adj.unwrap_or(CHILD_OOM_SCORE_ADJ);
-        let hook = options.new_session || options.credentials.is_some() || options.die_with_parent;
+        // A daemon that inherited ignored signals resets them in the child (see
+        // `syscalls::inherited_ignored`), which needs the hook too.
+        let hook = options.new_session
+            || options.credentials.is_some()
+            || options.die_with_parent
+            || !syscalls::inherited_ignored().is_empty();
         if hook {
             let setup = ChildSetup {
                 oom_score_adj: Some(oom_score_adj),
