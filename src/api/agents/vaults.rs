@@ -1,10 +1,9 @@
 //! Vaults and vault credentials on the wire: the `vault` and
-//! `vault.credential` objects (metadata only: no value, prefix, length or
-//! hash of a secret), their deletion receipts, and the request bodies of
+//! `vault.credential` objects, in the reference's key order (metadata only:
+//! no value, prefix, length or hash of a secret), their deletion receipts, and the request bodies of
 //! create and update read into domain values, refused with the reference's
 //! 400s.
 
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::requests::metadata_strict;
@@ -26,75 +25,31 @@ fn credential_label() -> Label {
     Label::state(&["memory_only", "secret_in_agent_env"])
 }
 
-/// The `vault` object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VaultObject {
-    /// `vlt_<24 hex>`.
-    pub id: String,
-    /// `vault`.
-    pub object: &'static str,
-    /// When it was created.
-    pub created_at: i64,
-    /// The caller's metadata.
-    pub metadata: Map<String, Value>,
-    /// Its name.
-    pub name: Option<String>,
-    /// The label.
-    pub x_agent_sandbox: Label,
+/// The `vault` object: `id`, `name`, `metadata`, `created_at` only.
+pub fn vault_object(vault: &Vault) -> Value {
+    json!({
+        "id": vault.id,
+        "object": "vault",
+        "created_at": vault.created_at,
+        "metadata": vault.metadata,
+        "name": vault.name,
+        "x_agent_sandbox": vault_label(),
+    })
 }
 
-impl VaultObject {
-    /// The wire view of `vault`.
-    pub fn new(vault: &Vault) -> Self {
-        VaultObject {
-            id: vault.id.clone(),
-            object: "vault",
-            created_at: vault.created_at,
-            metadata: vault.metadata.clone(),
-            name: vault.name.clone(),
-            x_agent_sandbox: vault_label(),
-        }
-    }
-}
-
-/// The `vault.credential` object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CredentialObject {
-    /// `cred_<24 hex>`.
-    pub id: String,
-    /// `vault.credential`.
-    pub object: &'static str,
-    /// Its vault.
-    pub vault_id: String,
-    /// Its name.
-    pub name: String,
-    /// The caller's metadata.
-    pub metadata: Map<String, Value>,
-    /// `type`, `mcp_server_url` and the other public fields of `auth`.
-    pub auth: Map<String, Value>,
-    /// When it was created.
-    pub created_at: i64,
-    /// When it last changed.
-    pub updated_at: i64,
-    /// The label.
-    pub x_agent_sandbox: Label,
-}
-
-impl CredentialObject {
-    /// The wire view of `credential`.
-    pub fn new(credential: &Credential) -> Self {
-        CredentialObject {
-            id: credential.id.clone(),
-            object: "vault.credential",
-            vault_id: credential.vault_id.clone(),
-            name: credential.name.clone(),
-            metadata: credential.metadata.clone(),
-            auth: credential.auth.clone(),
-            created_at: credential.created_at,
-            updated_at: credential.updated_at,
-            x_agent_sandbox: credential_label(),
-        }
-    }
+/// The `vault.credential` object: metadata only, nothing derived from the secret.
+pub fn credential_object(credential: &Credential) -> Value {
+    json!({
+        "id": credential.id,
+        "object": "vault.credential",
+        "vault_id": credential.vault_id,
+        "name": credential.name,
+        "metadata": credential.metadata,
+        "auth": credential.auth,
+        "created_at": credential.created_at,
+        "updated_at": credential.updated_at,
+        "x_agent_sandbox": credential_label(),
+    })
 }
 
 /// The receipt of a deleted vault.

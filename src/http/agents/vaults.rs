@@ -7,8 +7,8 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{Map, Value};
 
-use super::{owner, page, runtime, ListQuery, Result};
-use crate::api::agents::vaults::{self as wire, CredentialObject, VaultObject};
+use super::{owner, page, runtime, value_id, ListQuery, Result};
+use crate::api::agents::vaults::{self as wire, credential_object, vault_object};
 use crate::api::agents::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
@@ -50,10 +50,10 @@ pub async fn vaults_create(
     State(app): State<AppState>,
     grant: Grant,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<VaultObject>> {
+) -> Result<Json<Value>> {
     let (name, metadata) = wire::vault_create(&body)?;
     let vault = runtime(&app).await.vaults().create_vault(owner(&grant), name, metadata)?;
-    Ok(Json(VaultObject::new(&vault)))
+    Ok(Json(vault_object(&vault)))
 }
 
 /// `GET /v1/vaults`.
@@ -61,11 +61,11 @@ pub async fn vaults_list(
     State(app): State<AppState>,
     grant: Grant,
     Query(pairs): Query<Vec<(String, String)>>,
-) -> Result<Json<Page<VaultObject>>> {
+) -> Result<Json<Page<Value>>> {
     let filters = Filters::new(pairs);
     let vaults = runtime(&app).await.vaults().vaults(owner(&grant));
-    let objects = vaults.iter().filter(|v| filters.keeps(&v.metadata)).map(VaultObject::new).collect();
-    page(objects, |o| o.id.clone(), &filters.paging)
+    let objects = vaults.iter().filter(|v| filters.keeps(&v.metadata)).map(vault_object).collect();
+    page(objects, value_id, &filters.paging)
 }
 
 /// `GET /v1/vaults/{vault_id}`.
@@ -73,9 +73,9 @@ pub async fn vaults_get(
     State(app): State<AppState>,
     grant: Grant,
     Path(vault_id): Path<String>,
-) -> Result<Json<VaultObject>> {
+) -> Result<Json<Value>> {
     let vault = runtime(&app).await.vaults().vault(owner(&grant), &vault_id)?;
-    Ok(Json(VaultObject::new(&vault)))
+    Ok(Json(vault_object(&vault)))
 }
 
 /// `POST /v1/vaults/{vault_id}`: `name` and `metadata` only.
@@ -84,12 +84,12 @@ pub async fn vaults_update(
     grant: Grant,
     Path(vault_id): Path<String>,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<VaultObject>> {
+) -> Result<Json<Value>> {
     let agents = runtime(&app).await;
     agents.vaults().vault(owner(&grant), &vault_id)?;
     let change = wire::vault_update(&body)?;
     let vault = agents.vaults().update_vault(owner(&grant), &vault_id, change)?;
-    Ok(Json(VaultObject::new(&vault)))
+    Ok(Json(vault_object(&vault)))
 }
 
 /// `DELETE /v1/vaults/{vault_id}`: the vault and every credential in it.
@@ -108,12 +108,12 @@ pub async fn credentials_create(
     grant: Grant,
     Path(vault_id): Path<String>,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<CredentialObject>> {
+) -> Result<Json<Value>> {
     let agents = runtime(&app).await;
     agents.vaults().vault(owner(&grant), &vault_id)?;
     let new = wire::credential_create(&body, agents.config().allow_private_urls)?;
     let credential = agents.vaults().create_credential(owner(&grant), &vault_id, new)?;
-    Ok(Json(CredentialObject::new(&credential)))
+    Ok(Json(credential_object(&credential)))
 }
 
 /// `GET /v1/vaults/{vault_id}/credentials`.
@@ -122,11 +122,11 @@ pub async fn credentials_list(
     grant: Grant,
     Path(vault_id): Path<String>,
     Query(pairs): Query<Vec<(String, String)>>,
-) -> Result<Json<Page<CredentialObject>>> {
+) -> Result<Json<Page<Value>>> {
     let filters = Filters::new(pairs);
     let credentials = runtime(&app).await.vaults().credentials(owner(&grant), &vault_id)?;
-    let objects = credentials.iter().filter(|c| filters.keeps(&c.metadata)).map(CredentialObject::new).collect();
-    page(objects, |o| o.id.clone(), &filters.paging)
+    let objects = credentials.iter().filter(|c| filters.keeps(&c.metadata)).map(credential_object).collect();
+    page(objects, value_id, &filters.paging)
 }
 
 /// `GET /v1/vaults/{vault_id}/credentials/{credential_id}`.
@@ -134,9 +134,9 @@ pub async fn credentials_get(
     State(app): State<AppState>,
     grant: Grant,
     Path((vault_id, credential_id)): Path<(String, String)>,
-) -> Result<Json<CredentialObject>> {
+) -> Result<Json<Value>> {
     let credential = runtime(&app).await.vaults().credential(owner(&grant), &vault_id, &credential_id)?;
-    Ok(Json(CredentialObject::new(&credential)))
+    Ok(Json(credential_object(&credential)))
 }
 
 /// `POST /v1/vaults/{vault_id}/credentials/{credential_id}`: new metadata, a rotated token.
@@ -145,13 +145,13 @@ pub async fn credentials_update(
     grant: Grant,
     Path((vault_id, credential_id)): Path<(String, String)>,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<CredentialObject>> {
+) -> Result<Json<Value>> {
     let vaults = runtime(&app).await;
     let vaults = vaults.vaults();
     let current = vaults.credential(owner(&grant), &vault_id, &credential_id)?;
     let change = wire::credential_update(&body, current.kind())?;
     let credential = vaults.update_credential(owner(&grant), &vault_id, &credential_id, change)?;
-    Ok(Json(CredentialObject::new(&credential)))
+    Ok(Json(credential_object(&credential)))
 }
 
 /// `DELETE /v1/vaults/{vault_id}/credentials/{credential_id}`.
