@@ -41,10 +41,16 @@ fn bearer(token: &str) -> Value {
     json!({"type": "static_bearer", "token": token, "mcp_server_url": MCP_URL})
 }
 
-/// A server whose agent CLIs find the fake `codex` first on their PATH.
+/// A server whose agent CLIs find the fake `codex` first on their PATH, and
+/// whose policy writes an audit line for every call.
 fn server_with_codex(state: &Path, bin: &Path) -> TestServer {
     script(bin, "codex", FAKE_CODEX);
-    agents_server(state).env("PATH", &format!("{}:/usr/bin:/bin", bin.display())).start()
+    let policy = bin.join("policy.json");
+    std::fs::write(&policy, json!({"defaults": {"audit": "all"}}).to_string()).expect("policy");
+    agents_server(state)
+        .env("PATH", &format!("{}:/usr/bin:/bin", bin.display()))
+        .args(["--policy".to_string(), policy.display().to_string()])
+        .start()
 }
 
 /// A codex session with one MCP tool at [`MCP_URL`] using `vault`.
@@ -405,8 +411,12 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
         assert!(!text.contains(TOKEN), "{path} holds the secret");
     }
     assert!(state.path().join("vaults.jsonl").exists(), "vaults are journaled");
-    let log = server.log();
-    assert!(log.contains("agents_vault_credentials_create"), "the calls were logged");
+    let log = server.wait_for_log(
+        "audit: port=\"api\" endpoint=\"agents_vault_credentials_update\"",
+        std::time::Duration::from_secs(5),
+    );
+    let audited = log.lines().filter(|l| l.contains(" audit:") && l.contains("agents_vault_credentials_")).count();
+    assert!(audited >= 3, "every credential call has its audit line:\n{log}");
     assert!(!log.contains(TOKEN), "the server log holds the secret");
 }
 
