@@ -477,3 +477,63 @@ async fn a_restart_keeps_vaults_and_credential_metadata_but_not_secrets() {
         assert!(!text.contains(TOKEN) && !text.contains(fresh), "{path} holds a secret");
     }
 }
+
+#[tokio::test]
+async fn vaults_belong_to_their_caller_and_the_policy_decides_who_may_call() {
+    let state = tempfile::tempdir().expect("state");
+    let dir = tempfile::tempdir().expect("policy");
+    let policy = dir.path().join("policy.json");
+    let identity = |id: &str, scope: &str| json!({"id": id, "scopes": [scope], "token_env": format!("ABX_TEST_{}", id.to_uppercase())});
+    let doc = json!({"auth": {"tokens": [identity("alice", "agents:use"), identity("bob", "agents:use"), identity("carol", "files:read")]}});
+    std::fs::write(&policy, doc.to_string()).expect("write");
+    let server = agents_server(state.path())
+        .token(None)
+        .env("ABX_TEST_ALICE", "alice-token")
+        .env("ABX_TEST_BOB", "bob-token")
+        .env("ABX_TEST_CAROL", "carol-token")
+        .args(["--policy".to_string(), policy.display().to_string()])
+        .start();
+    let as_ = |token: &'static str, method: &'static str, path: String, body: Option<Value>| {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut request = reqwest::Client::new().request(method, server.at(&path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let response = request.send().await.expect("send");
+            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, vault) = as_("alice-token", "POST", "/v1/vaults".into(), Some(json!({"name": "alice's"}))).await;
+    assert_eq!(status, 200, "{vault}");
+    let vid = vault["id"].as_str().expect("id").to_string();
+    let creds = format!("/v1/vaults/{vid}/credentials");
+    let (status, _) =
+        as_("alice-token", "POST", creds.clone(), Some(json!({"name": "c", "auth": bearer(TOKEN)}))).await;
+    assert_eq!(status, 200);
+
+    // Another caller: the vault reads as unknown, and lists are its own.
+    for (method, path, body) in [
+        ("GET", format!("/v1/vaults/{vid}"), None),
+        ("POST", format!("/v1/vaults/{vid}"), Some(json!({"name": "mine"}))),
+        ("DELETE", format!("/v1/vaults/{vid}"), None),
+        ("GET", creds.clone(), None),
+        ("POST", creds.clone(), Some(json!({"name": "c", "auth": bearer(TOKEN)}))),
+    ] {
+        let (status, body) = as_("bob-token", method, path.clone(), body).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (404, Some("resource_not_found")), "{method} {path}");
+    }
+    assert_eq!(as_("bob-token", "GET", "/v1/vaults".into(), None).await.1["data"], json!([]));
+    let work = tempfile::tempdir().expect("work");
+    let (status, body) =
+        as_("bob-token", "POST", "/v1/agents/sessions".into(), Some(session_body(&vid, work.path(), None))).await;
+    assert_eq!((status, body["error"]["param"].as_str()), (404, Some("vault_ids[0]")), "{body}");
+
+    // A caller without the agents scope is refused by the pipeline.
+    let (status, body) = as_("carol-token", "GET", "/v1/vaults".into(), None).await;
+    assert_eq!(
+        (status, body["code"].as_str(), body["scope"].as_str()),
+        (403, Some("missing_scope"), Some("agents:use"))
+    );
+    assert_eq!(as_("alice-token", "GET", "/v1/vaults".into(), None).await.1["data"][0]["id"], vid);
+}
