@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{Map, Value};
 
-use super::{owner, page, runtime, value_id, ListQuery, Result};
+use super::{owner, page, runtime, ListQuery, Result};
 use crate::api::agents::vaults::{self as wire, credential_object, vault_object};
 use crate::api::agents::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
@@ -64,8 +64,14 @@ pub async fn vaults_list(
 ) -> Result<Json<Page<Value>>> {
     let filters = Filters::new(pairs);
     let vaults = runtime(&app).await.vaults().vaults(owner(&grant));
-    let objects = vaults.iter().filter(|v| filters.keeps(&v.metadata)).map(vault_object).collect();
-    page(objects, value_id, &filters.paging)
+    let listed = vaults.iter().filter(|v| filters.keeps(&v.metadata)).collect();
+    objects(page(listed, |v| v.id.clone(), &filters.paging)?, vault_object)
+}
+
+/// A page of records as a page of their wire objects (only the page's are built).
+fn objects<T>(Json(page): Json<Page<T>>, object: impl Fn(T) -> Value) -> Result<Json<Page<Value>>> {
+    let Page { object: kind, data, first_id, last_id, has_more } = page;
+    Ok(Json(Page { object: kind, data: data.into_iter().map(object).collect(), first_id, last_id, has_more }))
 }
 
 /// `GET /v1/vaults/{vault_id}`.
@@ -125,8 +131,8 @@ pub async fn credentials_list(
 ) -> Result<Json<Page<Value>>> {
     let filters = Filters::new(pairs);
     let credentials = runtime(&app).await.vaults().credentials(owner(&grant), &vault_id)?;
-    let objects = credentials.iter().filter(|c| filters.keeps(&c.metadata)).map(credential_object).collect();
-    page(objects, value_id, &filters.paging)
+    let listed = credentials.iter().filter(|c| filters.keeps(&c.metadata)).collect();
+    objects(page(listed, |c| c.id.clone(), &filters.paging)?, credential_object)
 }
 
 /// `GET /v1/vaults/{vault_id}/credentials/{credential_id}`.
