@@ -624,17 +624,18 @@ pub fn journal_path(state_dir: &Path) -> PathBuf {
     state_dir.join("vaults.jsonl")
 }
 
+/// Records a session's credential bindings in its metadata (journaled with
+/// the session: ids only, never a secret).
+pub fn record_bindings(meta: &mut SessionMeta, bindings: &[Binding]) {
+    if !bindings.is_empty() {
+        meta.extra.insert(BINDINGS_KEY.into(), serde_json::to_value(bindings).unwrap_or_default());
+    }
+}
+
 impl Agents {
     /// The vaults of this daemon.
     pub fn vaults(&self) -> &Vaults {
         &self.vaults
-    }
-
-    /// Records a session's credential bindings in its metadata.
-    pub fn bind_session(meta: &mut SessionMeta, bindings: &[Binding]) {
-        if !bindings.is_empty() {
-            meta.extra.insert(BINDINGS_KEY.into(), serde_json::to_value(bindings).unwrap_or_default());
-        }
     }
 
     /// `input` with the session's vault credentials added: the bound MCP

@@ -7,7 +7,7 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
-use crate::agents::vaults::{ToolTarget, MAX_SESSION_VAULTS};
+use crate::agents::vaults::{record_bindings, ToolTarget, MAX_SESSION_VAULTS};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
 use crate::api::agents::objects::SessionObject;
 use crate::api::agents::requests::{self, INLINE_AGENT_KEYS};
@@ -106,7 +106,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         vault_ids,
         ..SessionMeta::default()
     };
-    Agents::bind_session(&mut meta, &bindings);
+    record_bindings(&mut meta, &bindings);
     Ok(NewSession { spec, meta, metadata: Map::new() })
 }
 
