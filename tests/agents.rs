@@ -335,6 +335,9 @@ async fn the_group_is_off_unless_enabled_and_the_pipeline_still_decides() {
     let state_of = |id: &str| caps.body["endpoints"][id].clone();
     assert_eq!(state_of("agents_sessions_create")["allowed"], true, "{}", state_of("agents_sessions_create"));
     assert_eq!(state_of("agents_responses_create")["allowed"], true, "{}", state_of("agents_responses_create"));
+    for id in ["agents_vaults_create", "agents_vault_credentials_update"] {
+        assert_eq!(state_of(id)["allowed"], true, "{}", state_of(id));
+    }
     assert_eq!(
         state_of("agents_webhooks_create")["reason"],
         "not_implemented",

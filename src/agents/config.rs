@@ -19,6 +19,8 @@
 //! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
 //! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
 //! | `agents_responses_workspace` | `/workspace` | working directory of `/v1/responses` turns |
+//! | `agents_max_vaults` | `100` | vaults per caller |
+//! | `agents_allow_private_urls` | `false` | private and loopback hosts in credential URLs |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +63,10 @@ pub struct AgentsConfig {
     pub set_limits: SetLimits,
     /// The working directory of `/v1/responses` turns.
     pub responses_workspace: String,
+    /// Vaults per caller at most.
+    pub max_vaults: usize,
+    /// Whether agent URLs may name private, loopback and link-local hosts.
+    pub allow_private_urls: bool,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -92,6 +98,8 @@ impl Default for AgentsConfig {
             file: None,
             set_limits: SetLimits::default(),
             responses_workspace: "/workspace".into(),
+            max_vaults: 100,
+            allow_private_urls: false,
         }
     }
 }
@@ -145,6 +153,8 @@ impl AgentsConfig {
         if let Some(dir) = o.agents_responses_workspace.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
             config.responses_workspace = dir.to_string();
         }
+        config.max_vaults = o.agents_max_vaults.unwrap_or(100).max(1);
+        config.allow_private_urls = o.agents_allow_private_urls.unwrap_or(false);
         match o.agents_max_output_bytes {
             Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),
             Some(n) => (config.limits.max_output_bytes, config.set_limits.max_output_bytes) = (n, true),

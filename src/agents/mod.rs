@@ -19,6 +19,8 @@
 //!   (append-only JSON lines, compacted at load).
 //! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
 //!   runs, errors, and the CLI's environment.
+//! - [`vaults`]: vaults and write-only credentials, bound to a session's MCP
+//!   tools and handed to its turns (secrets in memory only).
 //!
 //! Later layers (responses, definitions, environments, vaults, webhooks)
 //! sit beside these: they create sessions of their own kind
@@ -45,6 +47,7 @@ pub mod spec;
 pub mod store;
 pub mod subagents;
 pub mod turn;
+pub mod vaults;
 pub mod worker;
 
 pub use self::config::AgentsConfig;

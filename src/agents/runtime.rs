@@ -57,6 +57,8 @@ pub struct Agents {
     pub(crate) runtimes: RuntimeCache,
     /// When it started (seconds since the epoch): the `created` of the runtimes as models.
     pub started_at: f64,
+    /// Vaults and credentials.
+    pub(crate) vaults: super::vaults::Vaults,
 }
 
 impl Agents {
@@ -75,6 +77,15 @@ impl Agents {
             None => scratch_dir(),
         };
         let slots = Arc::new(Semaphore::new(config.max_concurrent_turns));
+        let vaults = match config.state_dir.as_ref().filter(|_| persistent) {
+            Some(dir) => {
+                let (path, max) = (super::vaults::journal_path(dir), config.max_vaults);
+                tokio::task::spawn_blocking(move || super::vaults::Vaults::load(&path, max))
+                    .await
+                    .unwrap_or_else(|_| super::vaults::Vaults::in_memory(config.max_vaults))
+            }
+            None => super::vaults::Vaults::in_memory(config.max_vaults),
+        };
         let mut agents = Agents {
             config,
             adapters: Adapters::default(),
@@ -87,6 +98,7 @@ impl Agents {
             _scratch: scratch,
             runtimes: RuntimeCache::default(),
             started_at: super::turn::now(),
+            vaults,
         };
         if agents.persistent {
             let dir = agents.sessions_dir.clone();

@@ -119,6 +119,8 @@ pub(crate) struct TurnControl {
     pub done: watch::Sender<bool>,
     /// MCP servers of this turn only (secrets: memory only).
     pub mcp_servers: Vec<super::spec::McpServer>,
+    /// Secret values masked in this turn's events besides the spec's.
+    pub redact: Vec<String>,
 }
 
 /// A session's mutable state.

@@ -39,8 +39,11 @@ pub struct TurnInput {
     pub prompt: String,
     /// Instructions prepended to this turn's prompt only.
     pub instructions: Option<String>,
-    /// MCP servers added for this turn only (their secrets stay in memory).
+    /// MCP servers added for this turn only (their secrets stay in memory);
+    /// one named as a session's server replaces it.
     pub mcp_servers: Vec<McpServer>,
+    /// More secret values masked in this turn's events (memory only).
+    pub redact: Vec<String>,
     /// Listed with the session's turns and items (`false` hides it).
     pub hidden: bool,
     /// The input items as accepted (kept with the turn).
@@ -61,6 +64,7 @@ impl Agents {
         if state.closed {
             return Err(AgentError::not_found("session", &session.id, "session_id"));
         }
+        let input = self.with_vault_credentials(&state.meta, &state.spec.mcp_servers, input)?;
         if state.queue.len() >= MAX_QUEUED_TURNS {
             return Err(AgentError::invalid("too many queued turns for this session", "events"));
         }
@@ -78,6 +82,7 @@ impl Agents {
             cancel: CancellationToken::new(),
             done: watch::channel(false).0,
             mcp_servers: input.mcp_servers,
+            redact: input.redact,
         };
         state.controls.insert(turn.id.clone(), control);
         let start = !state.worker_running;
@@ -194,11 +199,13 @@ impl Agents {
     }
 
     async fn run_turn(&self, session: &Arc<Session>, turn_id: &str, cancel: CancellationToken) {
-        let (mut spec, native, prompt) = {
+        let (mut spec, native, prompt, redact) = {
             let mut state = session.lock();
-            let extra = state.controls.get(turn_id).map(|c| c.mcp_servers.clone()).unwrap_or_default();
+            let (extra, redact) =
+                state.controls.get(turn_id).map(|c| (c.mcp_servers.clone(), c.redact.clone())).unwrap_or_default();
             let native = state.native_session_id.clone();
             let mut spec = state.spec.clone();
+            spec.mcp_servers.retain(|s| !extra.iter().any(|e| e.name == s.name));
             spec.mcp_servers.extend(extra);
             let Some(turn) = state.turn_mut(turn_id) else { return };
             turn.status = TurnStatus::InProgress;
@@ -209,10 +216,11 @@ impl Agents {
             };
             let summary = turn.summary();
             session.emit(Some(turn_id), EventKind::TurnStarted { turn: summary });
-            (spec, native, prompt)
+            (spec, native, prompt, redact)
         };
         spec.limits = self.config.limits;
-        let redactor = Redactor::new(spec.secret_values());
+        let mut redactor = Redactor::new(spec.secret_values());
+        redactor.add(redact.iter().map(String::as_str));
         let adapter = self.adapters.get(&spec.runtime);
         let outcome = match (adapter, super::procenv::prepare_workspace(&spec.workspace)) {
             (None, _) => (

@@ -190,6 +190,12 @@ options! {
         /// Agents group: the working directory of `/v1/responses` turns [default: /workspace].
         #[arg(long, env = "ABX_AGENTS_RESPONSES_WORKSPACE", value_name = "DIR")]
         pub agents_responses_workspace: Option<String>,
+        /// Agents group: vaults per caller at most [default: 100].
+        #[arg(long, env = "ABX_AGENTS_MAX_VAULTS", value_name = "N")]
+        pub agents_max_vaults: Option<usize>,
+        /// Agents group: accept private, loopback and link-local hosts in agent URLs (vault credentials) [default: false].
+        #[arg(long, env = "ABX_AGENTS_ALLOW_PRIVATE_URLS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_allow_private_urls: Option<bool>,
     }
 }
 

@@ -113,6 +113,16 @@ fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "agents_cannot_models_delete" => bind(endpoint, agents::cannot_model_delete),
         "agents_cannot_executor_registration" => bind(endpoint, agents::cannot_executor_registration),
         "agents_cannot_executor_channel" => bind(endpoint, agents::cannot_executor_channel),
+        "agents_vaults_create" => bind(endpoint, agents::vaults_create),
+        "agents_vaults_list" => bind(endpoint, agents::vaults_list),
+        "agents_vaults_get" => bind(endpoint, agents::vaults_get),
+        "agents_vaults_update" => bind(endpoint, agents::vaults_update),
+        "agents_vaults_delete" => bind(endpoint, agents::vaults_delete),
+        "agents_vault_credentials_create" => bind(endpoint, agents::credentials_create),
+        "agents_vault_credentials_list" => bind(endpoint, agents::credentials_list),
+        "agents_vault_credentials_get" => bind(endpoint, agents::credentials_get),
+        "agents_vault_credentials_update" => bind(endpoint, agents::credentials_update),
+        "agents_vault_credentials_delete" => bind(endpoint, agents::credentials_delete),
         _ => return None,
     };
     Some(route.layer(axum::middleware::map_response(agents::local_header)))

@@ -10,6 +10,7 @@
 //! - [`traces`], [`subagents`]: traces and subagent detail.
 //! - [`requests`], [`tools`]: request bodies read into domain values.
 //! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
+//! - [`vaults`]: vaults and credentials (metadata only), and their request bodies.
 
 pub mod events;
 pub mod objects;
@@ -19,6 +20,7 @@ pub mod responses;
 pub mod subagents;
 pub mod tools;
 pub mod traces;
+pub mod vaults;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

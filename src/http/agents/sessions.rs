@@ -7,6 +7,7 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
+use crate::agents::vaults::{record_bindings, ToolTarget, MAX_SESSION_VAULTS};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
 use crate::api::agents::objects::SessionObject;
 use crate::api::agents::requests::{self, INLINE_AGENT_KEYS};
@@ -54,14 +55,14 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         return Err(AgentError::not_found("environment", &id, "environment.id").into());
     }
     let workspace = requests::workspace_of(body)?;
-    let vault_ids = match body.get("vault_ids") {
+    let vault_ids: Vec<String> = match body.get("vault_ids") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(ids)) if ids.len() <= 16 && ids.iter().all(Value::is_string) => ids.clone(),
+        Some(Value::Array(ids)) if ids.len() <= MAX_SESSION_VAULTS && ids.iter().all(Value::is_string) => {
+            ids.iter().filter_map(Value::as_str).map(str::to_string).collect()
+        }
         Some(_) => return Err(AgentError::invalid("vault_ids: expected up to 16 vault ids", "vault_ids").into()),
     };
-    if let Some(id) = vault_ids.first().and_then(Value::as_str) {
-        return Err(AgentError::NotFound { what: "vault", id: id.to_string(), param: "vault_ids[0]" }.into());
-    }
+    let vault_ids = agents.vaults().resolve(owner, &vault_ids)?;
     if let Some(id) = agent_id {
         let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
         return Err(AgentError::not_found("agent", &id, "agent_id").into());
@@ -88,16 +89,24 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         limits: agents.config().limits,
         ..AgentSpec::default()
     };
+    let targets: Vec<ToolTarget<'_>> = fields
+        .tools
+        .iter()
+        .map(|t| ToolTarget { label: &t.label, url: &t.url, credential_id: t.credential_id.as_deref() })
+        .collect();
+    let bindings = agents.vaults().bind(owner, &vault_ids, &targets)?;
     let name = fields.name.clone().unwrap_or_else(|| runtime.to_string());
-    let meta = SessionMeta {
+    let mut meta = SessionMeta {
         owner: owner.to_string(),
         kind: SessionKind::Session,
         display_id: name.clone(),
         display_name: Some(name),
         display_model: model.unwrap_or_else(|| runtime.to_string()),
         tools: fields.tools.iter().map(|t| t.wire()).collect(),
+        vault_ids,
         ..SessionMeta::default()
     };
+    record_bindings(&mut meta, &bindings);
     Ok(NewSession { spec, meta, metadata: Map::new() })
 }
 
