@@ -1,7 +1,7 @@
 //! Log setup: tracing-subscriber writing plain or JSON lines to stderr
 //! through a non-blocking writer, so a slow log reader never stalls requests.
 //!
-//! The writer's thread writes in batches ([`Batched`]): every authenticated
+//! The writer's thread writes in batches (`Batched`): every authenticated
 //! request logs an access line, and one `write(2)` and one thread wake-up
 //! per line cost a busy server as much CPU as answering a small request.
 
