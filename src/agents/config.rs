@@ -19,6 +19,8 @@
 //! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
 //! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
 //! | `agents_responses_workspace` | `/workspace` | working directory of `/v1/responses` turns |
+//! | `agents_allow_private_urls` | `false` | webhooks may reach private/loopback hosts |
+//! | `agents_webhook_allow_http` | `false` | webhook URLs may be `http`, not only `https` |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +63,10 @@ pub struct AgentsConfig {
     pub set_limits: SetLimits,
     /// The working directory of `/v1/responses` turns.
     pub responses_workspace: String,
+    /// Webhook URLs may name (and deliveries reach) private, loopback and link-local hosts.
+    pub allow_private_urls: bool,
+    /// Webhook URLs may be plain `http`.
+    pub webhook_allow_http: bool,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -92,6 +98,8 @@ impl Default for AgentsConfig {
             file: None,
             set_limits: SetLimits::default(),
             responses_workspace: "/workspace".into(),
+            allow_private_urls: false,
+            webhook_allow_http: false,
         }
     }
 }
@@ -124,6 +132,8 @@ impl AgentsConfig {
             config.max_concurrent_turns = n.max(1);
         }
         config.traces = o.agents_traces.unwrap_or(false);
+        config.allow_private_urls = o.agents_allow_private_urls.unwrap_or(false);
+        config.webhook_allow_http = o.agents_webhook_allow_http.unwrap_or(false);
         config.allow_command = o.agents_allow_command.unwrap_or(true);
         config.passthrough_env = o
             .agents_passthrough_env

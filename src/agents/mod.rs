@@ -19,6 +19,7 @@
 //!   (append-only JSON lines, compacted at load).
 //! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
 //!   runs, errors, and the CLI's environment.
+//! - [`webhooks`]: endpoints that receive signed session lifecycle events.
 //!
 //! Later layers (responses, definitions, environments, vaults, webhooks)
 //! sit beside these: they create sessions of their own kind
@@ -45,6 +46,7 @@ pub mod spec;
 pub mod store;
 pub mod subagents;
 pub mod turn;
+pub mod webhooks;
 pub mod worker;
 
 pub use self::config::AgentsConfig;

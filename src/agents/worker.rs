@@ -80,6 +80,7 @@ impl Agents {
             mcp_servers: input.mcp_servers,
         };
         state.controls.insert(turn.id.clone(), control);
+        let after = session.log.last_seq();
         let start = !state.worker_running;
         if start {
             state.worker_running = true;
@@ -91,6 +92,7 @@ impl Agents {
         if start {
             tokio::spawn(Arc::clone(self).drain(Arc::clone(session)));
         }
+        self.webhooks.watch(self, session, after);
         Ok(turn)
     }
 

@@ -190,6 +190,12 @@ options! {
         /// Agents group: the working directory of `/v1/responses` turns [default: /workspace].
         #[arg(long, env = "ABX_AGENTS_RESPONSES_WORKSPACE", value_name = "DIR")]
         pub agents_responses_workspace: Option<String>,
+        /// Agents group: webhook URLs may name private, loopback and link-local hosts [default: false].
+        #[arg(long, env = "ABX_AGENTS_ALLOW_PRIVATE_URLS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_allow_private_urls: Option<bool>,
+        /// Agents group: webhook endpoints may be plain http URLs, not only https [default: false].
+        #[arg(long, env = "ABX_AGENTS_WEBHOOK_ALLOW_HTTP", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_webhook_allow_http: Option<bool>,
     }
 }
 

@@ -113,6 +113,14 @@ fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "agents_cannot_models_delete" => bind(endpoint, agents::cannot_model_delete),
         "agents_cannot_executor_registration" => bind(endpoint, agents::cannot_executor_registration),
         "agents_cannot_executor_channel" => bind(endpoint, agents::cannot_executor_channel),
+        "agents_webhooks_create" => bind(endpoint, agents::webhooks_create),
+        "agents_webhooks_list" => bind(endpoint, agents::webhooks_list),
+        "agents_webhooks_get" => bind(endpoint, agents::webhooks_get),
+        "agents_webhooks_update" => bind(endpoint, agents::webhooks_update),
+        "agents_webhooks_delete" => bind(endpoint, agents::webhooks_delete),
+        "agents_webhooks_rotate_secret" => bind(endpoint, agents::webhooks_rotate_secret),
+        "agents_webhooks_test" => bind(endpoint, agents::webhooks_test),
+        "agents_webhook_event_types" => bind(endpoint, agents::webhook_event_types),
         _ => return None,
     };
     Some(route.layer(axum::middleware::map_response(agents::local_header)))

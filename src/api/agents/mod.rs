@@ -10,6 +10,7 @@
 //! - [`traces`], [`subagents`]: traces and subagent detail.
 //! - [`requests`], [`tools`]: request bodies read into domain values.
 //! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
+//! - [`webhooks`]: webhook endpoints, their requests, test results and event types.
 
 pub mod events;
 pub mod objects;
@@ -19,6 +20,7 @@ pub mod responses;
 pub mod subagents;
 pub mod tools;
 pub mod traces;
+pub mod webhooks;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,5 +1,5 @@
 //! The agents group's HTTP edge (sessions, events, turns, items,
-//! artifacts, traces, subagents, runtimes; responses and models). Handlers read the request into
+//! artifacts, traces, subagents, runtimes; responses and models; webhooks). Handlers read the request into
 //! domain values (`api::agents::requests`), call the runtime (`agents`) and
 //! write wire objects (`api::agents`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
@@ -14,6 +14,7 @@ mod sessions;
 mod stream;
 mod subagents;
 mod turns;
+mod webhooks;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
 pub use self::models::{
@@ -33,6 +34,10 @@ pub use self::subagents::{
     subagent_get, subagent_items, subagent_turn_get, subagent_turn_items, subagent_turns, subagents_list,
 };
 pub use self::turns::{items_list, turn_get, turn_items, turns_list};
+pub use self::webhooks::{
+    webhook_event_types, webhooks_create, webhooks_delete, webhooks_get, webhooks_list, webhooks_rotate_secret,
+    webhooks_test, webhooks_update,
+};
 
 use std::sync::Arc;
 
