@@ -74,7 +74,7 @@ pub struct TestResult {
     pub event_type: &'static str,
     /// The receiver's HTTP status.
     pub status_code: u16,
-    /// Whether the receiver answered `2xx`.
+    /// Always true: the request completed (OpenAI's contract; `status_code` says how it went).
     pub success: bool,
     /// The endpoint.
     pub webhook_endpoint_id: String,
