@@ -128,16 +128,10 @@ impl Webhooks {
     ///
     /// # Errors
     /// 400 for a URL [`admission`] refuses.
-    pub fn create(
-        &self,
-        owner: &str,
-        url: String,
-        event_types: Vec<String>,
-        name: String,
-    ) -> Result<WebhookEndpoint, AgentError> {
-        self.admit(&url)?;
+    pub fn create(&self, owner: &str, fields: EndpointFields) -> Result<WebhookEndpoint, AgentError> {
+        self.admit(fields.url.as_deref().unwrap_or_default())?;
         let secret = signing::new_secret().map_err(|e| AgentError::internal("no randomness for a secret", e))?;
-        Ok(self.registry.create(owner, url, event_types, name, secret))
+        Ok(self.registry.create(owner, fields, secret))
     }
 
     /// Endpoint `id` of `owner`.

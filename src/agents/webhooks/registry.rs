@@ -119,24 +119,17 @@ impl Registry {
         }
     }
 
-    /// Registers an endpoint.
-    pub fn create(
-        &self,
-        owner: &str,
-        url: String,
-        event_types: Vec<String>,
-        name: String,
-        secret: String,
-    ) -> WebhookEndpoint {
+    /// Registers an endpoint (`fields` unset are empty).
+    pub fn create(&self, owner: &str, fields: EndpointFields, secret: String) -> WebhookEndpoint {
         let now = now();
         let endpoint = WebhookEndpoint {
             id: format!("we_{}", crate::ids::random_hex(12)),
             owner: owner.to_string(),
             created_at: now,
             updated_at: now,
-            url,
-            event_types,
-            name,
+            url: fields.url.unwrap_or_default(),
+            event_types: fields.event_types.unwrap_or_default(),
+            name: fields.name.unwrap_or_default(),
             secret,
         };
         let mut rows = self.lock();
@@ -211,20 +204,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let path = file_in(dir.path());
         let registry = Registry::load(Some(&path));
-        let kept = registry.create(
-            "a",
-            "https://x.test/h".into(),
-            vec!["agent.session.idle".into()],
-            String::new(),
-            "whsec_1".into(),
-        );
-        let gone = registry.create(
-            "a",
-            "https://y.test/h".into(),
-            vec!["agent.session.idle".into()],
-            "n".into(),
-            "whsec_2".into(),
-        );
+        let fields = |url: &str| EndpointFields {
+            url: Some(url.into()),
+            event_types: Some(vec!["agent.session.idle".into()]),
+            name: None,
+        };
+        let kept = registry.create("a", fields("https://x.test/h"), "whsec_1".into());
+        let gone = registry.create("a", fields("https://y.test/h"), "whsec_2".into());
         let fields = EndpointFields { name: Some("renamed".into()), ..EndpointFields::default() };
         registry.update("a", &kept.id, fields, Some("whsec_3".into())).expect("updated");
         assert!(registry.update("b", &kept.id, EndpointFields::default(), None).is_none(), "foreign");

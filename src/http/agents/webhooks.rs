@@ -2,12 +2,17 @@
 //! secret, send a test event) and `GET /v1/webhook_event_types`. The
 //! endpoints and their deliveries are `agents::webhooks`'.
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{Map, Value};
 
-use super::{owner, page, runtime, ListQuery, Result};
-use crate::agents::AgentError;
+use super::{owner, page, runtime, AgentsError, ListQuery, Result};
+use crate::agents::webhooks::registry::WebhookEndpoint;
+use crate::agents::{AgentError, Agents};
 use crate::api::agents::webhooks::{
     endpoint_fields, endpoint_label, rotation, test_event_type, EventTypeList, TestResult, WebhookEndpointObject,
 };
@@ -16,6 +21,27 @@ use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
 use crate::policy::Grant;
 
+/// The endpoint a request's path names, found for its caller before the
+/// body is read (an unknown id is a 404 whatever the body, as the reference).
+pub struct Named {
+    agents: Arc<Agents>,
+    owner: String,
+    endpoint: WebhookEndpoint,
+}
+
+impl FromRequestParts<AppState> for Named {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> std::result::Result<Self, Response> {
+        let grant = Grant::from_request_parts(parts, app).await.map_err(IntoResponse::into_response)?;
+        let Path(id) = Path::<String>::from_request_parts(parts, app).await.map_err(IntoResponse::into_response)?;
+        let agents = runtime(app).await;
+        let owner = owner(&grant).to_string();
+        let endpoint = agents.webhooks.get(&owner, &id).map_err(|e| AgentsError(e).into_response())?;
+        Ok(Named { agents, owner, endpoint })
+    }
+}
+
 /// `POST /v1/webhook_endpoints`: the signing secret is in this answer only.
 pub async fn webhooks_create(
     State(app): State<AppState>,
@@ -23,11 +49,8 @@ pub async fn webhooks_create(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<WebhookEndpointObject>> {
     let agents = runtime(&app).await;
-    let hooks = &agents.webhooks;
-    let fields = endpoint_fields(&body, true, |url| hooks.admit(url))?;
-    let (url, types, name) =
-        (fields.url.unwrap_or_default(), fields.event_types.unwrap_or_default(), fields.name.unwrap_or_default());
-    let endpoint = hooks.create(owner(&grant), url, types, name)?;
+    let fields = endpoint_fields(&body, true, |url| agents.webhooks.admit(url))?;
+    let endpoint = agents.webhooks.create(owner(&grant), fields)?;
     Ok(Json(WebhookEndpointObject::new(&endpoint, true)))
 }
 
@@ -43,71 +66,44 @@ pub async fn webhooks_list(
 }
 
 /// `GET /v1/webhook_endpoints/{webhook_endpoint_id}`: no secret.
-pub async fn webhooks_get(
-    State(app): State<AppState>,
-    grant: Grant,
-    Path(id): Path<String>,
-) -> Result<Json<WebhookEndpointObject>> {
-    let agents = runtime(&app).await;
-    Ok(Json(WebhookEndpointObject::new(&agents.webhooks.get(owner(&grant), &id)?, false)))
+pub async fn webhooks_get(named: Named) -> Json<WebhookEndpointObject> {
+    Json(WebhookEndpointObject::new(&named.endpoint, false))
 }
 
 /// `POST /v1/webhook_endpoints/{webhook_endpoint_id}`.
 pub async fn webhooks_update(
-    State(app): State<AppState>,
-    grant: Grant,
-    Path(id): Path<String>,
+    named: Named,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<WebhookEndpointObject>> {
-    let agents = runtime(&app).await;
-    let hooks = &agents.webhooks;
-    hooks.get(owner(&grant), &id)?;
-    let fields = endpoint_fields(&body, false, |url| hooks.admit(url))?;
-    Ok(Json(WebhookEndpointObject::new(&hooks.update(owner(&grant), &id, fields)?, false)))
+    let Named { agents, owner, endpoint } = named;
+    let fields = endpoint_fields(&body, false, |url| agents.webhooks.admit(url))?;
+    Ok(Json(WebhookEndpointObject::new(&agents.webhooks.update(&owner, &endpoint.id, fields)?, false)))
 }
 
 /// `DELETE /v1/webhook_endpoints/{webhook_endpoint_id}`.
-pub async fn webhooks_delete(
-    State(app): State<AppState>,
-    grant: Grant,
-    Path(id): Path<String>,
-) -> Result<Json<Deleted>> {
-    let agents = runtime(&app).await;
-    let endpoint = agents.webhooks.delete(owner(&grant), &id)?;
-    Ok(Json(Deleted {
-        id: endpoint.id,
-        object: "webhook_endpoint.deleted",
-        deleted: true,
-        x_agent_sandbox: endpoint_label(),
-    }))
+pub async fn webhooks_delete(named: Named) -> Result<Json<Deleted>> {
+    let endpoint = named.agents.webhooks.delete(&named.owner, &named.endpoint.id)?;
+    let label = endpoint_label();
+    Ok(Json(Deleted { id: endpoint.id, object: "webhook_endpoint.deleted", deleted: true, x_agent_sandbox: label }))
 }
 
 /// `POST /v1/webhook_endpoints/{webhook_endpoint_id}/rotate_secret`: the new secret is in this answer only.
 pub async fn webhooks_rotate_secret(
-    State(app): State<AppState>,
-    grant: Grant,
-    Path(id): Path<String>,
+    named: Named,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<WebhookEndpointObject>> {
-    let agents = runtime(&app).await;
-    agents.webhooks.get(owner(&grant), &id)?;
     rotation(&body)?;
-    Ok(Json(WebhookEndpointObject::new(&agents.webhooks.rotate(owner(&grant), &id)?, true)))
+    let rotated = named.agents.webhooks.rotate(&named.owner, &named.endpoint.id)?;
+    Ok(Json(WebhookEndpointObject::new(&rotated, true)))
 }
 
 /// `POST /v1/webhook_endpoints/{webhook_endpoint_id}/test`: one signed event, sent now.
-pub async fn webhooks_test(
-    State(app): State<AppState>,
-    grant: Grant,
-    Path(id): Path<String>,
-    JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<TestResult>> {
-    let agents = runtime(&app).await;
-    let endpoint = agents.webhooks.get(owner(&grant), &id)?;
+pub async fn webhooks_test(named: Named, JsonBody(body): JsonBody<Map<String, Value>>) -> Result<Json<TestResult>> {
     let event_type = test_event_type(&body)?;
-    let status = agents
+    let status = named
+        .agents
         .webhooks
-        .test(&endpoint, event_type)
+        .test(&named.endpoint, event_type)
         .await
         .map_err(|e| AgentError::invalid_code(e.to_string(), Some("url"), "agents.webhook_delivery_failed"))?;
     Ok(Json(TestResult {
@@ -115,7 +111,7 @@ pub async fn webhooks_test(
         event_type,
         status_code: status,
         success: true,
-        webhook_endpoint_id: endpoint.id,
+        webhook_endpoint_id: named.endpoint.id,
         x_agent_sandbox: endpoint_label(),
     }))
 }
