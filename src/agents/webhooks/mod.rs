@@ -84,16 +84,6 @@ impl Webhooks {
     /// Loads the endpoints kept under `state_dir` (memory only when `None`)
     /// and starts the dispatcher, which stops with `shutdown`.
     pub fn start(config: &AgentsConfig, state_dir: Option<&Path>, shutdown: CancellationToken) -> Arc<Self> {
-        Self::start_with(config, state_dir, shutdown, Retry::default())
-    }
-
-    /// [`Webhooks::start`] with a retry policy.
-    pub fn start_with(
-        config: &AgentsConfig,
-        state_dir: Option<&Path>,
-        shutdown: CancellationToken,
-        retry: Retry,
-    ) -> Arc<Self> {
         let registry = Registry::load(state_dir.map(registry::file_in).as_deref());
         let deliverer = match Deliverer::new(config.allow_private_urls) {
             Ok(deliverer) => Some(deliverer),
@@ -104,7 +94,7 @@ impl Webhooks {
         };
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         if let Some(deliverer) = deliverer.clone() {
-            tokio::spawn(dispatch(rx, deliverer, retry, shutdown));
+            tokio::spawn(dispatch(rx, deliverer, Retry::default(), shutdown));
         }
         Arc::new(Webhooks {
             registry,
@@ -209,14 +199,16 @@ impl Webhooks {
                 msg_id: event.id,
                 payload: Arc::new(payload),
             };
-            if let Err(e) = self.queue.try_send(job) {
-                let job = match e {
-                    mpsc::error::TrySendError::Full(job) | mpsc::error::TrySendError::Closed(job) => job,
-                };
-                tracing::warn!(
+            match self.queue.try_send(job) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(job)) => tracing::warn!(
                     endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
                     "agents: webhook delivery queue is full; event dropped"
-                );
+                ),
+                Err(mpsc::error::TrySendError::Closed(job)) => tracing::warn!(
+                    endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
+                    "agents: webhook deliveries are off; event dropped"
+                ),
             }
         }
     }
