@@ -337,7 +337,8 @@ async fn a_dead_receiver_does_not_delay_a_turn() {
         "the turn ran: {:?}",
         common::agents::types(&events)
     );
-    assert!(took < Duration::from_secs(3), "the turn did not wait for the receiver: {took:?}");
+    // One attempt alone waits 5 s for the dead receiver; the turn is done well before.
+    assert!(took < Duration::from_millis(4500), "the turn did not wait for the receiver: {took:?}");
     drop(dead);
 }
 
