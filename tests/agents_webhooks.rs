@@ -320,8 +320,8 @@ async fn a_session_sends_its_lifecycle_events_and_a_failed_turn_is_reported() {
 async fn a_dead_receiver_does_not_delay_a_turn() {
     let state = tempfile::tempdir().expect("state");
     let server = open_server(state.path()).start();
-    // Accepted by the kernel, never answered: every attempt waits for its timeout.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    // Connections are accepted and never answered: every attempt waits for its timeout.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}/hook", dead.local_addr().expect("addr"));
     for _ in 0..3 {
         register(&server, &url, &ALL).await;
@@ -339,7 +339,8 @@ async fn a_dead_receiver_does_not_delay_a_turn() {
     );
     // One attempt alone waits 5 s for the dead receiver; the turn is done well before.
     assert!(took < Duration::from_millis(4500), "the turn did not wait for the receiver: {took:?}");
-    drop(dead);
+    let held = tokio::time::timeout(Duration::from_secs(10), dead.accept()).await.expect("a delivery is in flight");
+    drop((held, dead));
 }
 
 #[tokio::test]
