@@ -249,8 +249,8 @@ fn retryable(status: u16) -> bool {
 
 /// Delivers one job, retrying with backoff; logs the outcome.
 async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry) {
-    let mut delay = retry.first_delay;
-    for attempt in 1..=retry.attempts.max(1) {
+    let (mut delay, attempts) = (retry.first_delay, retry.attempts.max(1));
+    for attempt in 1..=attempts {
         let outcome = deliverer.send(&job.url, &job.secret, &job.msg_id, &job.payload).await;
         let again = match outcome {
             Ok(status) if (200..300).contains(&status) => {
@@ -262,7 +262,7 @@ async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry) {
             Err(_) => true,
         };
         let result = outcome.map_or_else(|e| e.to_string(), |s| format!("HTTP {s}"));
-        if !again || attempt == retry.attempts {
+        if !again || attempt == attempts {
             tracing::warn!(endpoint = %job.endpoint_id, event = %job.msg_id, event_type = job.event_type, %result, attempt, "agents: webhook not delivered");
             return;
         }
