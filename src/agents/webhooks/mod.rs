@@ -271,3 +271,28 @@ async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry) {
         delay = delay.saturating_mul(2);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn emitting_never_waits_even_past_the_queue_bound() {
+        let config = AgentsConfig { allow_private_urls: true, webhook_allow_http: true, ..AgentsConfig::default() };
+        let shutdown = CancellationToken::new();
+        let hooks = Webhooks::start(&config, None, shutdown.clone());
+        // Connections are accepted by the kernel and never answered.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", dead.local_addr().expect("addr"));
+        let fields = EndpointFields { url: Some(url), event_types: Some(vec![EVENT_TYPES[2].to_string()]), name: None };
+        hooks.create("a", fields).expect("registered");
+        let started = std::time::Instant::now();
+        for _ in 0..(QUEUE_CAPACITY + IN_FLIGHT + 100) {
+            hooks.emit("a", EVENT_TYPES[2], "agsess_1", None);
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        assert_eq!(hooks.queue.capacity(), 0, "the queue is full: the rest were dropped, not buffered");
+        hooks.emit("b", EVENT_TYPES[2], "agsess_2", None);
+        shutdown.cancel();
+    }
+}
