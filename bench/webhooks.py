@@ -22,13 +22,11 @@ import http.client
 import http.server
 import json
 import queue
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from common import HOST, TOKEN, Server, parse_args, row
+from common import HOST, TOKEN, Server, each_side, parse_args, percentile, row
 
 SAMPLES = 200
 WARMUP = 10
@@ -66,11 +64,6 @@ class Receiver:
 
     def close(self) -> None:
         self.server.shutdown()
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def call(conn: http.client.HTTPConnection, method: str, path: str, body: dict | None = None) -> dict:
@@ -132,16 +125,7 @@ def run(name: str, binary: str, work: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    args = parse_args(__doc__)
-    results = {}
-    for name, binary in (("ours", args.ours), ("reference", args.ref)):
-        with tempfile.TemporaryDirectory(prefix=f"bench-webhooks-{name}-") as tmp:
-            try:
-                results[name] = run(name, binary, Path(tmp))
-            except Exception as exc:  # noqa: BLE001 - a side that cannot run is reported, not fatal
-                print(f"webhooks: {name} failed: {exc}", file=sys.stderr)
-                results[name] = {}
-    ours, ref = results["ours"], results["reference"]
+    ours, ref = each_side(parse_args(__doc__), "webhooks", run)
     note = "receiver: Python http.server on loopback"
     print(row("session created to its signed webhook received, p50", ours.get("event50"), ref.get("event50"), "ms", better="lower", note=note))
     print(row("session created to its signed webhook received, p99", ours.get("event99"), ref.get("event99"), "ms", better="lower"))
