@@ -198,7 +198,19 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         drop(listener);
-        let url = format!("http://127.0.0.1:{port}/");
+        for scheme in ["http", "https"] {
+            let url = format!("{scheme}://127.0.0.1:{port}/");
+            assert_eq!(deliverer.send(&url, "whsec_x", "evt_1", b"{}").await, Err(DeliveryError::Unreachable));
+        }
+        // A plain-HTTP server behind an https URL: the TLS handshake fails, as no answer.
+        let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("https://{}/", plain.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            if let Ok((mut conn, _)) = plain.accept().await {
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
         assert_eq!(deliverer.send(&url, "whsec_x", "evt_1", b"{}").await, Err(DeliveryError::Unreachable));
     }
 
