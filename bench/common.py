@@ -25,6 +25,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -242,6 +243,26 @@ def alternate_all(
         for server in servers.values():
             server.stop()
     return results
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The `p`th percentile of `values` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def each_side(args: argparse.Namespace, label: str, run: Callable[[str, str, Path], dict[str, float]]) -> tuple[dict, dict]:
+    """`run(name, binary, scratch directory)` for ours, then the reference;
+    a side that fails is reported on stderr and gives `{}` (its rows read n/a)."""
+    results = {}
+    for name, binary in (("ours", args.ours), ("reference", args.ref)):
+        with tempfile.TemporaryDirectory(prefix=f"bench-{label}-{name}-") as tmp:
+            try:
+                results[name] = run(name, binary, Path(tmp))
+            except Exception as exc:  # noqa: BLE001 - a side that cannot run is reported, not fatal
+                print(f"{label}: {name} failed: {exc}", file=sys.stderr)
+                results[name] = {}
+    return results["ours"], results["reference"]
 
 
 def load_average() -> float:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import http.client
 import json
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-from common import HOST, TOKEN, Server, parse_args, row
+from common import HOST, TOKEN, Server, each_side, parse_args, percentile, row
 
 SAMPLES = 200
 WARMUP = 10
@@ -41,11 +39,6 @@ echo '{"type":"thread.started","thread_id":"bench-thread-1"}'
 echo '{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"ok"}}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'
 """
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def sdk_samples(port: int, model: str) -> list[float]:
@@ -106,16 +99,7 @@ def measure(name: str, binary: str, work: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    args = parse_args(__doc__)
-    results = {}
-    for name, binary in (("ours", args.ours), ("reference", args.ref)):
-        with tempfile.TemporaryDirectory(prefix=f"bench-responses-{name}-") as tmp:
-            try:
-                results[name] = measure(name, binary, Path(tmp))
-            except Exception as exc:  # noqa: BLE001 - a side that cannot run is reported, not fatal
-                print(f"responses: {name} failed: {exc}", file=sys.stderr)
-                results[name] = {}
-    ours, ref = results["ours"], results["reference"]
+    ours, ref = each_side(parse_args(__doc__), "responses", measure)
     note = "ours: command runtime; reference: fake codex"
     print(row("responses.create(stream=True) to first event, openai SDK, p50", ours.get("sdk50"), ref.get("sdk50"), "ms", better="lower", note=note))
     print(row("responses.create(stream=True) to first event, openai SDK, p99", ours.get("sdk99"), ref.get("sdk99"), "ms", better="lower"))

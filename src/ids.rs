@@ -11,8 +11,26 @@ pub fn random_hex(bytes: usize) -> String {
             *b = nanos.to_le_bytes()[i % 16];
         }
     }
-    let mut out = String::with_capacity(bytes * 2);
-    for b in buf {
+    hex(&buf)
+}
+
+/// `N` bytes from the kernel's random source, for keys (no fallback: a key
+/// must not be guessable, so a refusal is an error).
+///
+/// # Errors
+/// The kernel's random source cannot be read.
+pub fn random_key<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut buf = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        filled += rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty())?;
+    }
+    Ok(buf)
+}
+
+fn hex(buf: &[u8]) -> String {
+    let mut out = String::with_capacity(buf.len() * 2);
+    for &b in buf {
         out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
         out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
     }

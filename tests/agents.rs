@@ -335,14 +335,9 @@ async fn the_group_is_off_unless_enabled_and_the_pipeline_still_decides() {
     let state_of = |id: &str| caps.body["endpoints"][id].clone();
     assert_eq!(state_of("agents_sessions_create")["allowed"], true, "{}", state_of("agents_sessions_create"));
     assert_eq!(state_of("agents_responses_create")["allowed"], true, "{}", state_of("agents_responses_create"));
-    for id in ["agents_vaults_create", "agents_vault_credentials_update"] {
+    for id in ["agents_vaults_create", "agents_vault_credentials_update", "agents_webhooks_create"] {
         assert_eq!(state_of(id)["allowed"], true, "{}", state_of(id));
     }
-    assert_eq!(
-        state_of("agents_webhooks_create")["reason"],
-        "not_implemented",
-        "part 2's later endpoints still answer 501"
-    );
     assert!(
         !state.path().join("sessions").exists()
             || std::fs::read_dir(state.path().join("sessions")).expect("dir").next().is_none()

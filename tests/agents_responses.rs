@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::agents::{agents_server, call, parse_sse, script, Reply};
+use common::agents::{agents_server, assert_openai_error, call, parse_sse, script};
 use serde_json::json;
 
 const AGENT: &str = r#"prompt=$(cat)
@@ -25,16 +25,6 @@ fn server(state: &std::path::Path) -> common::ServerBuilder {
     agents_server(state)
         .env("ABX_AGENTS_CONFIG", config.to_str().expect("utf-8"))
         .env("ABX_AGENTS_RESPONSES_WORKSPACE", work.to_str().expect("utf-8"))
-}
-
-fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&str>) {
-    assert_eq!(reply.status, status, "{}", reply.body);
-    let error = &reply.body["error"];
-    assert_eq!((error["code"].as_str(), error["param"].as_str()), (Some(code), param), "{}", reply.body);
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
-    let kind = if status == 404 { "not_found_error" } else { "invalid_request_error" };
-    assert_eq!(error["type"], kind);
-    assert_eq!((reply.header("x-should-retry"), reply.header("x-agent-sandbox-local")), (Some("false"), Some("1")));
 }
 
 #[tokio::test]

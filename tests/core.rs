@@ -256,24 +256,23 @@ async fn disabled_and_unimplemented_endpoints_say_why() {
     let server = common::server().env("ABX_SERVER_ENABLED_GROUPS", "agents").start();
     let http = server.http();
     let bearer = server.bearer();
-    let (status, body) = get_json(
-        http.get(server.at("/v1/webhook_endpoints")).header("authorization", &bearer).send().await.expect("request"),
-    )
-    .await;
+    let (status, body) =
+        get_json(http.get(server.at("/v1/agents")).header("authorization", &bearer).send().await.expect("request"))
+            .await;
     assert_eq!(
         (status, body),
         (
             501,
             json!({
-                "error": "Endpoint 'agents_webhooks_list' is not implemented by this server",
+                "error": "Endpoint 'agents_definitions_list' is not implemented by this server",
                 "type": "NotImplementedError",
                 "code": "not_implemented",
-                "endpoint": "agents_webhooks_list",
+                "endpoint": "agents_definitions_list",
             })
         )
     );
     let doc = server.client().capabilities().await.expect("capabilities");
-    let agents = &doc.endpoints["agents_webhooks_list"];
+    let agents = &doc.endpoints["agents_definitions_list"];
     assert_eq!((agents.enabled, agents.allowed, agents.reason.as_deref()), (true, false, Some("not_implemented")));
 
     let (status, body) = get_json(

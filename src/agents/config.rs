@@ -20,7 +20,8 @@
 //! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
 //! | `agents_responses_workspace` | `/workspace` | working directory of `/v1/responses` turns |
 //! | `agents_max_vaults` | `100` | vaults per caller |
-//! | `agents_allow_private_urls` | `false` | private and loopback hosts in credential URLs |
+//! | `agents_allow_private_urls` | `false` | private and loopback hosts in credential and webhook URLs, and webhook deliveries to them |
+//! | `agents_webhook_allow_http` | `false` | webhook URLs may be `http`, not only `https` |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,8 +66,10 @@ pub struct AgentsConfig {
     pub responses_workspace: String,
     /// Vaults per caller at most.
     pub max_vaults: usize,
-    /// Whether agent URLs may name private, loopback and link-local hosts.
+    /// Credential and webhook URLs may name (and deliveries reach) private, loopback and link-local hosts.
     pub allow_private_urls: bool,
+    /// Webhook URLs may be plain `http`.
+    pub webhook_allow_http: bool,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -100,6 +103,7 @@ impl Default for AgentsConfig {
             responses_workspace: "/workspace".into(),
             max_vaults: 100,
             allow_private_urls: false,
+            webhook_allow_http: false,
         }
     }
 }
@@ -132,6 +136,8 @@ impl AgentsConfig {
             config.max_concurrent_turns = n.max(1);
         }
         config.traces = o.agents_traces.unwrap_or(false);
+        config.allow_private_urls = o.agents_allow_private_urls.unwrap_or(false);
+        config.webhook_allow_http = o.agents_webhook_allow_http.unwrap_or(false);
         config.allow_command = o.agents_allow_command.unwrap_or(true);
         config.passthrough_env = o
             .agents_passthrough_env
@@ -154,7 +160,6 @@ impl AgentsConfig {
             config.responses_workspace = dir.to_string();
         }
         config.max_vaults = o.agents_max_vaults.unwrap_or(100).max(1);
-        config.allow_private_urls = o.agents_allow_private_urls.unwrap_or(false);
         match o.agents_max_output_bytes {
             Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),
             Some(n) => (config.limits.max_output_bytes, config.set_limits.max_output_bytes) = (n, true),

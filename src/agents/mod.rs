@@ -21,6 +21,7 @@
 //!   runs, errors, and the CLI's environment.
 //! - [`vaults`]: vaults and write-only credentials, bound to a session's MCP
 //!   tools and handed to its turns (secrets in memory only).
+//! - [`webhooks`]: endpoints that receive signed session lifecycle events.
 //!
 //! Later layers (responses, definitions, environments, vaults, webhooks)
 //! sit beside these: they create sessions of their own kind
@@ -48,6 +49,7 @@ pub mod store;
 pub mod subagents;
 pub mod turn;
 pub mod vaults;
+pub mod webhooks;
 pub mod worker;
 
 pub use self::config::AgentsConfig;

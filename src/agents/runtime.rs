@@ -59,6 +59,8 @@ pub struct Agents {
     pub started_at: f64,
     /// Vaults and credentials.
     pub(crate) vaults: super::vaults::Vaults,
+    /// The webhook endpoints and their deliveries.
+    pub webhooks: Arc<super::webhooks::Webhooks>,
 }
 
 impl Agents {
@@ -86,6 +88,8 @@ impl Agents {
             }
             None => super::vaults::Vaults::in_memory(config.max_vaults),
         };
+        let state_dir = config.state_dir.as_deref().filter(|_| persistent);
+        let webhooks = super::webhooks::Webhooks::start(&config, state_dir, shutdown.clone());
         let mut agents = Agents {
             config,
             adapters: Adapters::default(),
@@ -99,6 +103,7 @@ impl Agents {
             runtimes: RuntimeCache::default(),
             started_at: super::turn::now(),
             vaults,
+            webhooks,
         };
         if agents.persistent {
             let dir = agents.sessions_dir.clone();
@@ -222,6 +227,10 @@ impl Agents {
         };
         let session = Arc::new(Session::new(&header, log, journal, dir));
         self.lock().insert(session.id.clone(), Arc::clone(&session));
+        if header.meta.kind == SessionKind::Session {
+            let meta = &header.meta;
+            self.webhooks.emit(&meta.owner, "agent.session.created", &session.id, meta.environment_id.as_deref());
+        }
         Ok(session)
     }
 
@@ -323,7 +332,14 @@ impl Agents {
         state.subscribers += 1;
         drop(state);
         let cursor = after.unwrap_or_else(|| session.log.last_seq());
-        Ok(Subscription { session: Arc::clone(session), cursor, rx: session.log.watch() })
+        Ok(Subscription { session: Arc::clone(session), cursor, rx: session.log.watch(), counted: true })
+    }
+
+    /// A reader of `session`'s events after `after` for the daemon itself
+    /// (webhooks): not one of the session's subscribers, so it neither
+    /// counts against [`MAX_SUBSCRIBERS`] nor keeps the session from eviction.
+    pub fn observe(&self, session: &Arc<Session>, after: u64) -> Subscription {
+        Subscription { session: Arc::clone(session), cursor: after, rx: session.log.watch(), counted: false }
     }
 
     /// Deletes one artifact's copy.
@@ -362,6 +378,7 @@ pub struct Subscription {
     session: Arc<Session>,
     cursor: u64,
     rx: tokio::sync::watch::Receiver<u64>,
+    counted: bool,
 }
 
 impl Subscription {
@@ -410,6 +427,9 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
         let mut state = self.session.lock();
         state.subscribers = state.subscribers.saturating_sub(1);
     }

@@ -85,6 +85,7 @@ impl Agents {
             redact: input.redact,
         };
         state.controls.insert(turn.id.clone(), control);
+        let after = session.log.last_seq();
         let start = !state.worker_running;
         if start {
             state.worker_running = true;
@@ -96,6 +97,7 @@ impl Agents {
         if start {
             tokio::spawn(Arc::clone(self).drain(Arc::clone(session)));
         }
+        self.webhooks.watch(self, session, after);
         Ok(turn)
     }
 

@@ -193,9 +193,12 @@ options! {
         /// Agents group: vaults per caller at most [default: 100].
         #[arg(long, env = "ABX_AGENTS_MAX_VAULTS", value_name = "N")]
         pub agents_max_vaults: Option<usize>,
-        /// Agents group: accept private, loopback and link-local hosts in agent URLs (vault credentials) [default: false].
+        /// Agents group: private, loopback and link-local hosts in vault credential and webhook URLs [default: false].
         #[arg(long, env = "ABX_AGENTS_ALLOW_PRIVATE_URLS", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
         pub agents_allow_private_urls: Option<bool>,
+        /// Agents group: webhook endpoints may be plain http URLs, not only https [default: false].
+        #[arg(long, env = "ABX_AGENTS_WEBHOOK_ALLOW_HTTP", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+        pub agents_webhook_allow_http: Option<bool>,
     }
 }
 

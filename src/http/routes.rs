@@ -123,6 +123,14 @@ fn agents_handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "agents_vault_credentials_get" => bind(endpoint, agents::credentials_get),
         "agents_vault_credentials_update" => bind(endpoint, agents::credentials_update),
         "agents_vault_credentials_delete" => bind(endpoint, agents::credentials_delete),
+        "agents_webhooks_create" => bind(endpoint, agents::webhooks_create),
+        "agents_webhooks_list" => bind(endpoint, agents::webhooks_list),
+        "agents_webhooks_get" => bind(endpoint, agents::webhooks_get),
+        "agents_webhooks_update" => bind(endpoint, agents::webhooks_update),
+        "agents_webhooks_delete" => bind(endpoint, agents::webhooks_delete),
+        "agents_webhooks_rotate_secret" => bind(endpoint, agents::webhooks_rotate_secret),
+        "agents_webhooks_test" => bind(endpoint, agents::webhooks_test),
+        "agents_webhook_event_types" => bind(endpoint, agents::webhook_event_types),
         _ => return None,
     };
     Some(route.layer(axum::middleware::map_response(agents::local_header)))

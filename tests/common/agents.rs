@@ -57,6 +57,18 @@ pub async fn call_with(
     Reply { status, headers, body }
 }
 
+/// Asserts the OpenAI error envelope of the agents group: status, code, param,
+/// type, a message, `x-should-retry: false` and the local header.
+pub fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&str>) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    let error = &reply.body["error"];
+    assert_eq!((error["code"].as_str(), error["param"].as_str()), (Some(code), param), "{}", reply.body);
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    let kind = if status == 404 { "not_found_error" } else { "invalid_request_error" };
+    assert_eq!(error["type"], kind);
+    assert_eq!((reply.header("x-should-retry"), reply.header("x-agent-sandbox-local")), (Some("false"), Some("1")));
+}
+
 /// Writes an executable shell script `name` holding `body` in `dir`.
 pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;

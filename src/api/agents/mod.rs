@@ -11,6 +11,7 @@
 //! - [`requests`], [`tools`]: request bodies read into domain values.
 //! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
 //! - [`vaults`]: vaults and credentials (metadata only), and their request bodies.
+//! - [`webhooks`]: webhook endpoints, their requests, test results and event types.
 
 pub mod events;
 pub mod objects;
@@ -21,6 +22,7 @@ pub mod subagents;
 pub mod tools;
 pub mod traces;
 pub mod vaults;
+pub mod webhooks;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,5 +1,5 @@
 //! The agents group's HTTP edge (sessions, events, turns, items,
-//! artifacts, traces, subagents, runtimes; responses and models; vaults). Handlers read the request into
+//! artifacts, traces, subagents, runtimes; responses and models; vaults; webhooks). Handlers read the request into
 //! domain values (`api::agents::requests`), call the runtime (`agents`) and
 //! write wire objects (`api::agents`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
@@ -15,6 +15,7 @@ mod stream;
 mod subagents;
 mod turns;
 mod vaults;
+mod webhooks;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
 pub use self::models::{
@@ -37,6 +38,10 @@ pub use self::turns::{items_list, turn_get, turn_items, turns_list};
 pub use self::vaults::{
     credentials_create, credentials_delete, credentials_get, credentials_list, credentials_update, vaults_create,
     vaults_delete, vaults_get, vaults_list, vaults_update,
+};
+pub use self::webhooks::{
+    webhook_event_types, webhooks_create, webhooks_delete, webhooks_get, webhooks_list, webhooks_rotate_secret,
+    webhooks_test, webhooks_update,
 };
 
 use std::sync::Arc;
