@@ -19,6 +19,7 @@
 //! | `agents_idle_timeout_seconds` (ours) | 300 | a turn silent this long is ended |
 //! | `agents_max_output_bytes` (ours) | 8 MiB | standard output a turn may print |
 //! | `agents_responses_workspace` | `/workspace` | working directory of `/v1/responses` turns |
+//! | `agents_max_file_bytes` | 10 MiB | largest file blob, template or environment file |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +62,8 @@ pub struct AgentsConfig {
     pub set_limits: SetLimits,
     /// The working directory of `/v1/responses` turns.
     pub responses_workspace: String,
+    /// Largest file blob, template or environment file.
+    pub max_file_bytes: u64,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -92,6 +95,7 @@ impl Default for AgentsConfig {
             file: None,
             set_limits: SetLimits::default(),
             responses_workspace: "/workspace".into(),
+            max_file_bytes: 10 * 1024 * 1024,
         }
     }
 }
@@ -144,6 +148,9 @@ impl AgentsConfig {
         }
         if let Some(dir) = o.agents_responses_workspace.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
             config.responses_workspace = dir.to_string();
+        }
+        if let Some(n) = o.agents_max_file_bytes.filter(|n| *n > 0) {
+            config.max_file_bytes = n;
         }
         match o.agents_max_output_bytes {
             Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),

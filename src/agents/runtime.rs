@@ -57,6 +57,8 @@ pub struct Agents {
     pub(crate) runtimes: RuntimeCache,
     /// When it started (seconds since the epoch): the `created` of the runtimes as models.
     pub started_at: f64,
+    /// Definitions, environments, templates and file blobs.
+    pub resources: super::resources::Resources,
 }
 
 impl Agents {
@@ -75,6 +77,16 @@ impl Agents {
             None => scratch_dir(),
         };
         let slots = Arc::new(Semaphore::new(config.max_concurrent_turns));
+        let resources = {
+            let dir = match (persistent, sessions_dir.parent()) {
+                (true, Some(state)) => state.join("resources"),
+                _ => sessions_dir.join("_resources"),
+            };
+            let max = config.max_file_bytes;
+            tokio::task::spawn_blocking(move || super::resources::Resources::open(&dir, persistent, max))
+                .await
+                .unwrap_or_else(|_| super::resources::Resources::open(&std::env::temp_dir(), false, 0))
+        };
         let mut agents = Agents {
             config,
             adapters: Adapters::default(),
@@ -87,6 +99,7 @@ impl Agents {
             _scratch: scratch,
             runtimes: RuntimeCache::default(),
             started_at: super::turn::now(),
+            resources,
         };
         if agents.persistent {
             let dir = agents.sessions_dir.clone();

@@ -190,6 +190,9 @@ options! {
         /// Agents group: the working directory of `/v1/responses` turns [default: /workspace].
         #[arg(long, env = "ABX_AGENTS_RESPONSES_WORKSPACE", value_name = "DIR")]
         pub agents_responses_workspace: Option<String>,
+        /// Agents group: largest file blob (`POST /v1/files`), template or environment file [default: 10485760].
+        #[arg(long, env = "ABX_AGENTS_MAX_FILE_BYTES", value_name = "BYTES")]
+        pub agents_max_file_bytes: Option<u64>,
     }
 }
 

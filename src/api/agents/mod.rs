@@ -9,8 +9,12 @@
 //! - [`events`]: the server-sent events of a session's stream.
 //! - [`traces`], [`subagents`]: traces and subagent detail.
 //! - [`requests`], [`tools`]: request bodies read into domain values.
+//! - [`definitions`], [`environments`]: agent definitions, environments,
+//!   templates, their files and file blobs.
 //! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
 
+pub mod definitions;
+pub mod environments;
 pub mod events;
 pub mod objects;
 pub mod requests;

@@ -1,11 +1,15 @@
 //! The agents group's HTTP edge (sessions, events, turns, items,
-//! artifacts, traces, subagents, runtimes; responses and models). Handlers read the request into
+//! artifacts, traces, subagents, runtimes; responses and models; definitions,
+//! environments, templates and file blobs). Handlers read the request into
 //! domain values (`api::agents::requests`), call the runtime (`agents`) and
 //! write wire objects (`api::agents`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
 //! a request, and the `X-Agent-Sandbox-Local` layer.
 
 mod artifacts;
+mod definitions;
+mod environments;
+mod files;
 mod models;
 mod response_stream;
 mod responses;
@@ -16,6 +20,14 @@ mod subagents;
 mod turns;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
+pub use self::definitions::{
+    definitions_create, definitions_delete, definitions_get, definitions_list, definitions_update,
+};
+pub use self::environments::{
+    environment_files_create, environment_files_list, environments_create, environments_get, environments_list,
+    templates_create, templates_delete, templates_get, templates_list, templates_update,
+};
+pub use self::files::files_create;
 pub use self::models::{
     cannot_executor_channel, cannot_executor_registration, cannot_input_tokens, cannot_model_delete, models_get,
     models_list,

@@ -1,0 +1,282 @@
+//! `/v1/agents/environments` (create, list, get), their files (write one,
+//! list) and the reduced templates (create, list, get, update, delete).
+//! Every path an environment writes or lists is admitted by the endpoint's
+//! path policy first, as the reference does; file work runs off the runtime.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{owner, page, runtime, value_id, AgentsError, ListQuery};
+use crate::agents::records::Stored;
+use crate::agents::resources::Environment;
+use crate::agents::workspace_files::{list_files, normalize_relative};
+use crate::agents::{AgentError, Agents};
+use crate::api::agents::environments::{
+    environment_file_object, environment_object, known_keys, parse_environment, parse_file, parse_template,
+    template_deleted, template_object,
+};
+use crate::api::agents::Label;
+use crate::http::error::ApiError;
+use crate::http::extract::{JsonBody, Query};
+use crate::http::AppState;
+use crate::policy::{Denial, Grant, Op};
+
+/// An agents refusal (the OpenAI envelope) or a path policy denial (the
+/// policy's error body, as the reference answers it).
+#[derive(Debug)]
+pub enum Refusal {
+    /// Refused by the agents group.
+    Agents(AgentError),
+    /// Refused by the endpoint's path policy.
+    Policy(Box<Denial>),
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Agents(e) => AgentsError(e).into_response(),
+            Refusal::Policy(d) => ApiError::from(*d).into_response(),
+        }
+    }
+}
+
+type Answer = std::result::Result<Json<Value>, Refusal>;
+
+fn refuse(err: AgentError) -> Refusal {
+    Refusal::Agents(err)
+}
+
+/// Runs blocking file work off the runtime.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Refusal> + Send + 'static) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(refuse(AgentError::internal("environment file work failed", e))))
+}
+
+/// Admits `path` for `op` under the endpoint's path policy.
+fn admit(grant: &Grant, path: &std::path::Path, op: Op) -> Result<(), Refusal> {
+    grant.resolve(&path.to_string_lossy(), op, "path").map(|_| ()).map_err(|d| Refusal::Policy(Box::new(d)))
+}
+
+/// Refuses vault ids: none exist on this branch of the group (the first one is 404).
+pub(super) fn check_vaults(ids: &[String]) -> Result<(), AgentError> {
+    match ids.first() {
+        Some(id) => Err(AgentError::NotFound { what: "vault", id: id.clone(), param: "vault_ids[0]" }),
+        None => Ok(()),
+    }
+}
+
+fn environment(agents: &Agents, owner: &str, id: &str) -> Result<Stored<Environment>, Refusal> {
+    agents
+        .resources
+        .environments
+        .get(owner, id)
+        .ok_or_else(|| refuse(AgentError::not_found("environment", id, "environment_id")))
+}
+
+/// `POST /v1/agents/environments`: binds (and creates) the directory, applies the template and files.
+pub async fn environments_create(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Answer {
+    let agents = runtime(&app).await;
+    let new = parse_environment(&body, agents.resources.max_file_bytes).map_err(refuse)?;
+    check_vaults(&new.vault_ids).map_err(refuse)?;
+    let owner = owner(&grant).to_string();
+    let record = blocking(move || {
+        let prepared = agents.resources.prepare_environment(&owner, new).map_err(refuse)?;
+        for target in prepared.targets() {
+            admit(&grant, &target, Op::Write)?;
+        }
+        agents.resources.commit_environment(&owner, prepared).map_err(refuse)
+    })
+    .await?;
+    Ok(Json(environment_object(&record)))
+}
+
+/// `GET /v1/agents/environments/{environment_id}`.
+pub async fn environments_get(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
+    let agents = runtime(&app).await;
+    Ok(Json(environment_object(&environment(&agents, owner(&grant), &id)?)))
+}
+
+/// The query of the environments list.
+#[derive(Debug, Default, Deserialize)]
+pub struct EnvironmentsQuery {
+    #[serde(flatten)]
+    list: ListQuery,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+/// `GET /v1/agents/environments` (`type` other than `self_hosted` lists none).
+pub async fn environments_list(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(query): Query<EnvironmentsQuery>,
+) -> Answer {
+    let agents = runtime(&app).await;
+    let mut objects: Vec<Value> =
+        agents.resources.environments.list(owner(&grant)).iter().map(environment_object).collect();
+    if query.kind.as_deref().is_some_and(|k| !k.is_empty() && k != "self_hosted") {
+        objects.clear();
+    }
+    page(objects, value_id, &query.list).map(|Json(p)| Json(serde_json::json!(p))).map_err(|AgentsError(e)| refuse(e))
+}
+
+/// `POST /v1/agents/environments/{environment_id}/files`: one new file, never an overwrite.
+pub async fn environment_files_create(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Answer {
+    let agents = runtime(&app).await;
+    let owner = owner(&grant).to_string();
+    let record = environment(&agents, &owner, &id)?;
+    known_keys(&body, &["type", "data", "file_id", "path"], "").map_err(refuse)?;
+    let file = parse_file(&Value::Object(body), "file", agents.resources.max_file_bytes).map_err(refuse)?;
+    let planned = blocking(move || {
+        admit(&grant, &record.data.root.join(&file.rel), Op::Write)?;
+        agents.resources.add_environment_file(&owner, &record, &file).map_err(refuse)
+    })
+    .await?;
+    Ok(Json(environment_file_object(&id, &planned.rel, planned.size, true)))
+}
+
+/// The query of an environment's files.
+#[derive(Debug, Default, Deserialize)]
+pub struct FilesQuery {
+    path: Option<String>,
+    limit: Option<String>,
+    order: Option<String>,
+    page: Option<String>,
+}
+
+/// `GET /v1/agents/environments/{environment_id}/files`: regular files, by path, paged with `page` tokens.
+pub async fn environment_files_list(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    Query(query): Query<FilesQuery>,
+) -> Answer {
+    let agents = runtime(&app).await;
+    let record = environment(&agents, owner(&grant), &id)?;
+    let given = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    let prefix = match given(&query.path) {
+        Some(raw) => normalize_relative(Some(&raw), "path").map_err(refuse)?,
+        None => String::new(),
+    };
+    let limit = match given(&query.limit) {
+        None => 20,
+        Some(raw) => match raw.parse::<usize>() {
+            Ok(n) if raw.bytes().all(|b| b.is_ascii_digit()) && (1..=100).contains(&n) => n,
+            _ => return Err(refuse(AgentError::invalid("limit: must be between 1 and 100", "limit"))),
+        },
+    };
+    let order = given(&query.order).unwrap_or_else(|| "desc".into());
+    if order != "asc" && order != "desc" {
+        return Err(refuse(AgentError::invalid("order: must be asc or desc", "order")));
+    }
+    let offset = match given(&query.page) {
+        None => 0,
+        Some(token) => match token.strip_prefix('o').filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            Some(n) => n.parse::<usize>().unwrap_or(usize::MAX),
+            None => return Err(refuse(AgentError::invalid("page: not a token this server issued", "page"))),
+        },
+    };
+    let root = record.data.root.clone();
+    let mut rows = blocking(move || {
+        let base = if prefix.is_empty() { root.clone() } else { root.join(&prefix) };
+        admit(&grant, &base, Op::Read)?;
+        Ok(list_files(&root, &prefix))
+    })
+    .await?;
+    if order == "desc" {
+        rows.reverse();
+    }
+    let more = offset.saturating_add(limit) < rows.len();
+    let data: Vec<Value> = rows
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(rel, size)| environment_file_object(&id, rel, *size, false))
+        .collect();
+    Ok(Json(serde_json::json!({
+        "object": "list",
+        "data": data,
+        "has_more": more,
+        "next": more.then(|| format!("o{}", offset + limit)),
+        "x_agent_sandbox": Label::state(&["local_workspace"]),
+    })))
+}
+
+fn template_not_found(id: &str) -> Refusal {
+    refuse(AgentError::not_found("environment template", id, "environment_template_id"))
+}
+
+/// `POST /v1/agents/environments/templates`.
+pub async fn templates_create(
+    State(app): State<AppState>,
+    grant: Grant,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Answer {
+    let agents = runtime(&app).await;
+    let fields = parse_template(&body, true, agents.resources.max_file_bytes).map_err(refuse)?;
+    let owner = owner(&grant).to_string();
+    let record = blocking(move || {
+        let files = fields.files.unwrap_or_default();
+        let name = fields.name.flatten();
+        agents.resources.create_template(&owner, name, fields.env.unwrap_or_default(), &files).map_err(refuse)
+    })
+    .await?;
+    Ok(Json(template_object(&record)))
+}
+
+/// `GET /v1/agents/environments/templates/{environment_template_id}`.
+pub async fn templates_get(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
+    let found = runtime(&app).await.resources.templates.get(owner(&grant), &id);
+    Ok(Json(template_object(&found.ok_or_else(|| template_not_found(&id))?)))
+}
+
+/// `POST /v1/agents/environments/templates/{environment_template_id}`: the fields given replace its own.
+pub async fn templates_update(
+    State(app): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> Answer {
+    let agents: Arc<Agents> = runtime(&app).await;
+    let owner = owner(&grant).to_string();
+    if agents.resources.templates.get(&owner, &id).is_none() {
+        return Err(template_not_found(&id));
+    }
+    let fields = parse_template(&body, false, agents.resources.max_file_bytes).map_err(refuse)?;
+    let record = blocking(move || {
+        let files = fields.files.as_deref();
+        agents.resources.update_template(&owner, &id, fields.name, fields.env, files).map_err(refuse)
+    })
+    .await?;
+    Ok(Json(template_object(&record)))
+}
+
+/// `GET /v1/agents/environments/templates`.
+pub async fn templates_list(State(app): State<AppState>, grant: Grant, Query(query): Query<ListQuery>) -> Answer {
+    let agents = runtime(&app).await;
+    let objects: Vec<Value> = agents.resources.templates.list(owner(&grant)).iter().map(template_object).collect();
+    page(objects, value_id, &query).map(|Json(p)| Json(serde_json::json!(p))).map_err(|AgentsError(e)| refuse(e))
+}
+
+/// `DELETE /v1/agents/environments/templates/{environment_template_id}`.
+pub async fn templates_delete(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
+    let deleted = runtime(&app).await.resources.templates.delete(owner(&grant), &id).map_err(refuse)?;
+    deleted.ok_or_else(|| template_not_found(&id))?;
+    Ok(Json(template_deleted(&id)))
+}
