@@ -24,7 +24,7 @@ use crate::api::agents::Label;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::{Denial, Grant, Op};
+use crate::policy::{Grant, Op};
 
 /// An agents refusal (the OpenAI envelope) or a path policy denial (the
 /// policy's error body, as the reference answers it).
@@ -33,14 +33,14 @@ pub enum Refusal {
     /// Refused by the agents group.
     Agents(AgentError),
     /// Refused by the endpoint's path policy.
-    Policy(Box<Denial>),
+    Policy(Box<ApiError>),
 }
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
             Refusal::Agents(e) => AgentsError(e).into_response(),
-            Refusal::Policy(d) => ApiError::from(*d).into_response(),
+            Refusal::Policy(e) => e.into_response(),
         }
     }
 }
@@ -60,7 +60,10 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Refusal> +
 
 /// Admits `path` for `op` under the endpoint's path policy.
 fn admit(grant: &Grant, path: &std::path::Path, op: Op) -> Result<(), Refusal> {
-    grant.resolve(&path.to_string_lossy(), op, "path").map(|_| ()).map_err(|d| Refusal::Policy(Box::new(d)))
+    grant
+        .resolve(&path.to_string_lossy(), op, "path")
+        .map(|_| ())
+        .map_err(|d| Refusal::Policy(Box::new(ApiError::from(d).with_endpoint(grant.endpoint().id))))
 }
 
 /// Refuses vault ids: none exist on this branch of the group (the first one is 404).
