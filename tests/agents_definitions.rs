@@ -365,4 +365,27 @@ async fn bad_input_on_every_endpoint_gets_the_reference_answer() {
     }
     let after = call(&server, "GET", "/v1/agents?after=agent_nope", None).await;
     assert_error(&after, 404, "agents.cursor_not_found", Some("after"));
+
+    let caps = call(&server, "GET", "/capabilities", None).await;
+    for id in [
+        "agents_definitions_create",
+        "agents_definitions_list",
+        "agents_definitions_get",
+        "agents_definitions_update",
+        "agents_definitions_delete",
+        "agents_environments_create",
+        "agents_environments_list",
+        "agents_environments_get",
+        "agents_environment_files_create",
+        "agents_environment_files_list",
+        "agents_environment_templates_create",
+        "agents_environment_templates_list",
+        "agents_environment_templates_get",
+        "agents_environment_templates_update",
+        "agents_environment_templates_delete",
+        "agents_files_create",
+    ] {
+        let state = &caps.body["endpoints"][id];
+        assert_eq!((state["allowed"].as_bool(), &state["reason"]), (Some(true), &Value::Null), "{id}: {state}");
+    }
 }

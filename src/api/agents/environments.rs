@@ -304,6 +304,82 @@ pub fn environment_file_object(environment_id: &str, rel: &str, size: u64, writt
     object
 }
 
+/// The query of an environment's files list.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct FilesQuery {
+    path: Option<String>,
+    limit: Option<String>,
+    order: Option<String>,
+    page: Option<String>,
+}
+
+/// An environment's files list, as asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FilesListing {
+    /// The directory listed, relative to the workspace.
+    pub prefix: String,
+    /// Rows per page (1-100, default 20).
+    pub limit: usize,
+    /// Newest path last (`asc`) or first (`desc`, the default).
+    pub descending: bool,
+    /// Rows skipped (`page=o<n>`).
+    pub offset: usize,
+}
+
+/// Reads `path`, `limit`, `order` and `page`.
+///
+/// # Errors
+/// 400 naming the offending parameter.
+pub fn parse_files_query(query: &FilesQuery) -> Result<FilesListing, AgentError> {
+    let given = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    let prefix = match given(&query.path) {
+        Some(raw) => normalize_relative(Some(&raw), "path")?,
+        None => String::new(),
+    };
+    let limit = match given(&query.limit) {
+        None => 20,
+        Some(raw) => match raw.parse::<usize>() {
+            Ok(n) if raw.bytes().all(|b| b.is_ascii_digit()) && (1..=100).contains(&n) => n,
+            _ => return Err(invalid("limit: must be between 1 and 100", "limit")),
+        },
+    };
+    let descending = match given(&query.order).as_deref() {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(_) => return Err(invalid("order: must be asc or desc", "order")),
+    };
+    let offset = match given(&query.page) {
+        None => 0,
+        Some(token) => match token.strip_prefix('o').filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            Some(n) => n.parse::<usize>().unwrap_or(usize::MAX),
+            None => return Err(invalid("page: not a token this server issued", "page")),
+        },
+    };
+    Ok(FilesListing { prefix, limit, descending, offset })
+}
+
+/// One page of an environment's files (`rows`: path order), with its `next` token.
+pub fn files_page(environment_id: &str, mut rows: Vec<(String, u64)>, listing: &FilesListing) -> Value {
+    if listing.descending {
+        rows.reverse();
+    }
+    let more = listing.offset.saturating_add(listing.limit) < rows.len();
+    let data: Vec<Value> = rows
+        .iter()
+        .skip(listing.offset)
+        .take(listing.limit)
+        .map(|(rel, size)| environment_file_object(environment_id, rel, *size, false))
+        .collect();
+    json!({
+        "object": "list",
+        "data": data,
+        "has_more": more,
+        "next": more.then(|| format!("o{}", listing.offset + listing.limit)),
+        "x_agent_sandbox": Label::state(&["local_workspace"]),
+    })
+}
+
 fn template_file(file: &PlannedFile) -> Value {
     let path = format!("/workspace/{}", file.rel);
     match &file.file_id {

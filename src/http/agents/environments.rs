@@ -14,13 +14,12 @@ use serde_json::{Map, Value};
 use super::{owner, page, runtime, value_id, AgentsError, ListQuery};
 use crate::agents::records::Stored;
 use crate::agents::resources::Environment;
-use crate::agents::workspace_files::{list_files, normalize_relative};
+use crate::agents::workspace_files::list_files;
 use crate::agents::{AgentError, Agents};
 use crate::api::agents::environments::{
-    environment_file_object, environment_object, known_keys, parse_environment, parse_file, parse_template,
-    template_deleted, template_object,
+    environment_file_object, environment_object, files_page, known_keys, parse_environment, parse_file,
+    parse_files_query, parse_template, template_deleted, template_object, FilesQuery,
 };
-use crate::api::agents::Label;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
@@ -42,6 +41,12 @@ impl IntoResponse for Refusal {
             Refusal::Agents(e) => AgentsError(e).into_response(),
             Refusal::Policy(e) => e.into_response(),
         }
+    }
+}
+
+impl From<AgentError> for Refusal {
+    fn from(e: AgentError) -> Self {
+        Refusal::Agents(e)
     }
 }
 
@@ -89,11 +94,11 @@ pub async fn environments_create(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Answer {
     let agents = runtime(&app).await;
-    let new = parse_environment(&body, agents.resources.max_file_bytes).map_err(refuse)?;
-    check_vaults(&new.vault_ids).map_err(refuse)?;
+    let new = parse_environment(&body, agents.resources.max_file_bytes)?;
+    check_vaults(&new.vault_ids)?;
     let owner = owner(&grant).to_string();
     let record = blocking(move || {
-        let prepared = agents.resources.prepare_environment(&owner, new).map_err(refuse)?;
+        let prepared = agents.resources.prepare_environment(&owner, new)?;
         for target in prepared.targets() {
             admit(&grant, &target, Op::Write)?;
         }
@@ -143,23 +148,14 @@ pub async fn environment_files_create(
     let agents = runtime(&app).await;
     let owner = owner(&grant).to_string();
     let record = environment(&agents, &owner, &id)?;
-    known_keys(&body, &["type", "data", "file_id", "path"], "").map_err(refuse)?;
-    let file = parse_file(&Value::Object(body), "file", agents.resources.max_file_bytes).map_err(refuse)?;
+    known_keys(&body, &["type", "data", "file_id", "path"], "")?;
+    let file = parse_file(&Value::Object(body), "file", agents.resources.max_file_bytes)?;
     let planned = blocking(move || {
         admit(&grant, &record.data.root.join(&file.rel), Op::Write)?;
         agents.resources.add_environment_file(&owner, &record, &file).map_err(refuse)
     })
     .await?;
     Ok(Json(environment_file_object(&id, &planned.rel, planned.size, true)))
-}
-
-/// The query of an environment's files.
-#[derive(Debug, Default, Deserialize)]
-pub struct FilesQuery {
-    path: Option<String>,
-    limit: Option<String>,
-    order: Option<String>,
-    page: Option<String>,
 }
 
 /// `GET /v1/agents/environments/{environment_id}/files`: regular files, by path, paged with `page` tokens.
@@ -171,54 +167,15 @@ pub async fn environment_files_list(
 ) -> Answer {
     let agents = runtime(&app).await;
     let record = environment(&agents, owner(&grant), &id)?;
-    let given = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
-    let prefix = match given(&query.path) {
-        Some(raw) => normalize_relative(Some(&raw), "path").map_err(refuse)?,
-        None => String::new(),
-    };
-    let limit = match given(&query.limit) {
-        None => 20,
-        Some(raw) => match raw.parse::<usize>() {
-            Ok(n) if raw.bytes().all(|b| b.is_ascii_digit()) && (1..=100).contains(&n) => n,
-            _ => return Err(refuse(AgentError::invalid("limit: must be between 1 and 100", "limit"))),
-        },
-    };
-    let order = given(&query.order).unwrap_or_else(|| "desc".into());
-    if order != "asc" && order != "desc" {
-        return Err(refuse(AgentError::invalid("order: must be asc or desc", "order")));
-    }
-    let offset = match given(&query.page) {
-        None => 0,
-        Some(token) => match token.strip_prefix('o').filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        {
-            Some(n) => n.parse::<usize>().unwrap_or(usize::MAX),
-            None => return Err(refuse(AgentError::invalid("page: not a token this server issued", "page"))),
-        },
-    };
-    let root = record.data.root.clone();
-    let mut rows = blocking(move || {
+    let listing = parse_files_query(&query)?;
+    let (root, prefix) = (record.data.root.clone(), listing.prefix.clone());
+    let rows = blocking(move || {
         let base = if prefix.is_empty() { root.clone() } else { root.join(&prefix) };
         admit(&grant, &base, Op::Read)?;
         Ok(list_files(&root, &prefix))
     })
     .await?;
-    if order == "desc" {
-        rows.reverse();
-    }
-    let more = offset.saturating_add(limit) < rows.len();
-    let data: Vec<Value> = rows
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|(rel, size)| environment_file_object(&id, rel, *size, false))
-        .collect();
-    Ok(Json(serde_json::json!({
-        "object": "list",
-        "data": data,
-        "has_more": more,
-        "next": more.then(|| format!("o{}", offset + limit)),
-        "x_agent_sandbox": Label::state(&["local_workspace"]),
-    })))
+    Ok(Json(files_page(&id, rows, &listing)))
 }
 
 fn template_not_found(id: &str) -> Refusal {
@@ -232,7 +189,7 @@ pub async fn templates_create(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Answer {
     let agents = runtime(&app).await;
-    let fields = parse_template(&body, true, agents.resources.max_file_bytes).map_err(refuse)?;
+    let fields = parse_template(&body, true, agents.resources.max_file_bytes)?;
     let owner = owner(&grant).to_string();
     let record = blocking(move || {
         let files = fields.files.unwrap_or_default();
@@ -261,7 +218,7 @@ pub async fn templates_update(
     if agents.resources.templates.get(&owner, &id).is_none() {
         return Err(template_not_found(&id));
     }
-    let fields = parse_template(&body, false, agents.resources.max_file_bytes).map_err(refuse)?;
+    let fields = parse_template(&body, false, agents.resources.max_file_bytes)?;
     let record = blocking(move || {
         let files = fields.files.as_deref();
         agents.resources.update_template(&owner, &id, fields.name, fields.env, files).map_err(refuse)
@@ -279,7 +236,7 @@ pub async fn templates_list(State(app): State<AppState>, grant: Grant, Query(que
 
 /// `DELETE /v1/agents/environments/templates/{environment_template_id}`.
 pub async fn templates_delete(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
-    let deleted = runtime(&app).await.resources.templates.delete(owner(&grant), &id).map_err(refuse)?;
+    let deleted = runtime(&app).await.resources.templates.delete(owner(&grant), &id)?;
     deleted.ok_or_else(|| template_not_found(&id))?;
     Ok(Json(template_deleted(&id)))
 }
