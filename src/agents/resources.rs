@@ -146,6 +146,12 @@ impl Resources {
         {
             tracing::warn!(dir = %dir.display(), error = %e, "agents: the resources directory cannot be created");
         }
+        // Uploads a dropped connection left half written.
+        for entry in std::fs::read_dir(dir.join("files")).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(".upload-") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         Resources {
             definitions: registry(persist, "agent_", &dir.join("definitions.jsonl")),
             environments: registry(persist, "env_", &dir.join("environments.jsonl")),

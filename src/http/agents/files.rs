@@ -33,21 +33,16 @@ pub async fn files_create(State(app): State<AppState>, grant: Grant, req: Reques
     let agents = runtime(&app).await;
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let upload = agents.resources.upload_path();
-    let outcome = if content_type.trim_start().to_ascii_lowercase().starts_with("multipart/form-data") {
-        multipart(&agents, &content_type, req, &upload).await
-    } else {
-        json(&agents, req, &upload).await
+    let received = async {
+        let (fields, bytes) = if content_type.trim_start().to_ascii_lowercase().starts_with("multipart/form-data") {
+            multipart(&agents, &content_type, req, &upload).await?
+        } else {
+            json(&agents, req, &upload).await?
+        };
+        Ok::<_, AgentError>((check_fields(&fields)?, bytes))
     };
-    let (fields, bytes) = match outcome {
+    let (filename, bytes) = match received.await {
         Ok(done) => done,
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&upload).await;
-            return Err(e.into());
-        }
-    };
-    let checked = check_fields(&fields);
-    let filename = match checked {
-        Ok(name) => name,
         Err(e) => {
             let _ = tokio::fs::remove_file(&upload).await;
             return Err(e.into());
@@ -91,10 +86,7 @@ async fn json(
         .map_err(|_| AgentError::invalid_code(format!("body: larger than {limit} bytes"), None, "payload_too_large"))?;
     let fields: Map<String, Value> =
         parse_object(&body).map_err(|_| AgentError::invalid_code("Invalid JSON body", None, "invalid_request"))?;
-    known_keys(&fields, &["purpose", "filename", "data", "file"], "")?;
-    if fields.get("purpose").and_then(Value::as_str) != Some("user_data") {
-        return Err(AgentError::invalid("purpose: only user_data is supported", "purpose"));
-    }
+    check_fields(&fields)?;
     let raw = fields.get("data").or_else(|| fields.get("file"));
     let bytes = decode_base64(raw, "data", agents.resources.max_file_bytes)?;
     tokio::fs::write(upload, &bytes).await.map_err(|e| AgentError::internal("cannot store a file", e))?;
