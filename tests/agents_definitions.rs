@@ -340,11 +340,12 @@ async fn bad_input_on_every_endpoint_gets_the_reference_answer() {
     let denied = post(
         &server,
         "/v1/agents/environments",
-        json!({"environment": {"workspace_directory": outside.path().to_str(), "files": [{"type": "inline", "path": "/a.txt", "data": "eA=="}]}}),
+        json!({"environment": {"workspace_directory": outside.path().join("ws").to_str(), "files": [{"type": "inline", "path": "/a.txt", "data": "eA=="}]}}),
     )
     .await;
     assert_eq!((denied.status, denied.body["code"].as_str()), (403, Some("path_not_allowed")), "{}", denied.body);
-    assert!(!outside.path().join("a.txt").exists());
+    assert_eq!(denied.body["endpoint"], "agents_environments_create");
+    assert!(!outside.path().join("ws").exists(), "a refused directory is not created");
     let env = post(
         &server,
         "/v1/agents/environments",

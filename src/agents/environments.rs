@@ -18,6 +18,8 @@ use super::records::Stored;
 use super::resources::{Environment, PlannedFile, Resources, Template};
 use super::workspace_files::{self, check_workspace_root, Source};
 
+const WORKSPACE_FIELD: &str = "environment.workspace_directory";
+
 /// Where a requested file's bytes come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FileSource {
@@ -65,7 +67,7 @@ pub struct PreparedEnvironment {
 }
 
 impl PreparedEnvironment {
-    /// The absolute paths it will write (for the caller's policy).
+    /// The absolute paths it will write, under the directory as given (for the caller's policy).
     pub fn targets(&self) -> Vec<PathBuf> {
         self.files.iter().map(|f| self.environment.root.join(&f.rel)).collect()
     }
@@ -129,7 +131,8 @@ impl Resources {
                 AgentError::not_found("environment template", id, "environment.environment_template_id")
             })?),
         };
-        let root = check_workspace_root(new.workspace_directory.trim(), "environment.workspace_directory")?;
+        let root = PathBuf::from(new.workspace_directory.trim());
+        workspace_files::check_workspace_spelling(new.workspace_directory.trim(), WORKSPACE_FIELD)?;
         let mut env = template.as_ref().map(|t| t.data.env.clone()).unwrap_or_default();
         env.extend(new.env);
         let mut files = template.map(|t| t.data.files).unwrap_or_default();
@@ -145,17 +148,18 @@ impl Resources {
         Ok(PreparedEnvironment { environment, files })
     }
 
-    /// Installs the prepared files (removing those it created if one fails)
-    /// and stores the environment.
+    /// Creates the directory (when missing), installs the prepared files
+    /// (removing those it created if one fails) and stores the environment.
     ///
     /// # Errors
     /// The file refusals of [`workspace_files::write_new_file`].
     pub fn commit_environment(
         &self,
         owner: &str,
-        prepared: PreparedEnvironment,
+        mut prepared: PreparedEnvironment,
     ) -> Result<Stored<Environment>, AgentError> {
-        let root = prepared.environment.root.clone();
+        let root = check_workspace_root(&prepared.environment.workspace_directory, WORKSPACE_FIELD)?;
+        prepared.environment.root.clone_from(&root);
         let mut created = Vec::new();
         for file in &prepared.files {
             let source = Source::File(&self.content_path(&file.content), file.size);

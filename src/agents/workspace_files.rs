@@ -50,23 +50,39 @@ fn refused(message: String, param: &str) -> AgentError {
 /// # Errors
 /// 400 naming `field`.
 pub fn check_workspace_root(path: &str, field: &str) -> Result<PathBuf, AgentError> {
-    if !path.starts_with('/') || path.contains('\0') {
-        return Err(AgentError::invalid(format!("{field}: must be an absolute path"), field));
-    }
-    if path.split('/').any(|p| p == "..") {
-        return Err(AgentError::invalid(format!("{field}: must not contain '..'"), field));
-    }
+    check_workspace_spelling(path, field)?;
     std::fs::create_dir_all(path).map_err(|_| {
         AgentError::invalid_code(format!("{field}: cannot create the directory"), Some(field), "agents.workspace_error")
     })?;
     let real = std::fs::canonicalize(path).map_err(|_| {
         AgentError::invalid_code(format!("{field}: cannot create the directory"), Some(field), "agents.workspace_error")
     })?;
-    let text = real.to_string_lossy();
-    if text == "/" || SYSTEM_ROOTS.iter().any(|r| text == *r || text.starts_with(&format!("{r}/"))) {
+    if system_directory(real.to_string_lossy().trim_end_matches('/')) {
         return Err(refused(format!("{field}: system directories are not admitted"), field));
     }
     Ok(real)
+}
+
+/// The checks of [`check_workspace_root`] that need no file system:
+/// absolute, no NUL, no `..`.
+///
+/// # Errors
+/// 400 naming `field`.
+pub fn check_workspace_spelling(path: &str, field: &str) -> Result<(), AgentError> {
+    if !path.starts_with('/') || path.contains('\0') {
+        return Err(AgentError::invalid(format!("{field}: must be an absolute path"), field));
+    }
+    if path.split('/').any(|p| p == "..") {
+        return Err(AgentError::invalid(format!("{field}: must not contain '..'"), field));
+    }
+    if system_directory(path.trim_end_matches('/')) {
+        return Err(refused(format!("{field}: system directories are not admitted"), field));
+    }
+    Ok(())
+}
+
+fn system_directory(path: &str) -> bool {
+    path.is_empty() || SYSTEM_ROOTS.iter().any(|r| path == *r || path.starts_with(&format!("{r}/")))
 }
 
 /// A `/workspace/...` (or any absolute) path as a path relative to the

@@ -13,7 +13,7 @@ use super::Label;
 use crate::agents::environments::{FileRequest, FileSource, NewEnvironment};
 use crate::agents::records::Stored;
 use crate::agents::resources::{Blob, Environment, PlannedFile, Template};
-use crate::agents::workspace_files::{normalize_relative, refused_location};
+use crate::agents::workspace_files::{check_workspace_spelling, normalize_relative, refused_location};
 use crate::agents::AgentError;
 use crate::policy::guards::env::{agent_env_denied, is_valid_name};
 
@@ -221,6 +221,7 @@ pub fn parse_environment(body: &Map<String, Value>, limit: u64) -> Result<NewEnv
             return Err(invalid(format!("{field}: must be an absolute path"), field));
         }
     };
+    check_workspace_spelling(workspace_directory.trim(), "environment.workspace_directory")?;
     Ok(NewEnvironment {
         workspace_directory,
         env: check_env_map(env.get("env"), "environment.env")?,

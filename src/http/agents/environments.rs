@@ -1,7 +1,9 @@
 //! `/v1/agents/environments` (create, list, get), their files (write one,
 //! list) and the reduced templates (create, list, get, update, delete).
 //! Every path an environment writes or lists is admitted by the endpoint's
-//! path policy first, as the reference does; file work runs off the runtime.
+//! path policy first, as the reference does (its directory is created only
+//! once they are: the reference creates it before asking); file work runs
+//! off the runtime.
 
 use std::sync::Arc;
 
