@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -135,7 +136,7 @@ impl Resources {
         workspace_files::check_workspace_spelling(new.workspace_directory.trim(), WORKSPACE_FIELD)?;
         let mut env = template.as_ref().map(|t| t.data.env.clone()).unwrap_or_default();
         env.extend(new.env);
-        let mut files = template.map(|t| t.data.files).unwrap_or_default();
+        let mut files = template.map(|t| t.data.files.clone()).unwrap_or_default();
         files.extend(self.plan_files(owner, &new.files)?);
         let environment = Environment {
             workspace_directory: new.workspace_directory.trim().to_string(),
@@ -157,7 +158,7 @@ impl Resources {
         &self,
         owner: &str,
         mut prepared: PreparedEnvironment,
-    ) -> Result<Stored<Environment>, AgentError> {
+    ) -> Result<Arc<Stored<Environment>>, AgentError> {
         let root = check_workspace_root(&prepared.environment.workspace_directory, WORKSPACE_FIELD)?;
         prepared.environment.root.clone_from(&root);
         let mut created = Vec::new();
@@ -203,7 +204,7 @@ impl Resources {
         name: Option<String>,
         env: BTreeMap<String, String>,
         files: &[FileRequest],
-    ) -> Result<Stored<Template>, AgentError> {
+    ) -> Result<Arc<Stored<Template>>, AgentError> {
         let files = self.plan_files(owner, files)?;
         self.templates.create(owner, Template { name, env, files })
     }
@@ -219,7 +220,7 @@ impl Resources {
         name: Option<Option<String>>,
         env: Option<BTreeMap<String, String>>,
         files: Option<&[FileRequest]>,
-    ) -> Result<Stored<Template>, AgentError> {
+    ) -> Result<Arc<Stored<Template>>, AgentError> {
         let files = files.map(|f| self.plan_files(owner, f)).transpose()?;
         let updated = self.templates.update(owner, id, |t| {
             if let Some(name) = name {

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ enum Line<T> {
 
 #[derive(Debug)]
 struct Rows<T> {
-    map: HashMap<String, (u64, Stored<T>)>,
+    map: HashMap<String, (u64, Arc<Stored<T>>)>,
     next: u64,
     journal: Option<Journal>,
 }
@@ -88,16 +88,16 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
                     Line::Put(record) => {
                         let seq = rows.map.get(&record.id).map_or(rows.next, |(seq, _)| *seq);
                         rows.next += 1;
-                        rows.map.insert(record.id.clone(), (seq, record));
+                        rows.map.insert(record.id.clone(), (seq, Arc::new(record)));
                     }
                     Line::Delete { id } => {
                         rows.map.remove(&id);
                     }
                 }
             }
-            let mut kept: Vec<&(u64, Stored<T>)> = rows.map.values().collect();
+            let mut kept: Vec<&(u64, Arc<Stored<T>>)> = rows.map.values().collect();
             kept.sort_by_key(|(seq, _)| *seq);
-            let lines: Vec<Line<T>> = kept.into_iter().map(|(_, r)| Line::Put(r.clone())).collect();
+            let lines: Vec<Line<T>> = kept.into_iter().map(|(_, r)| Line::Put(Stored::clone(r))).collect();
             match journal::rewrite(path, &lines).and_then(|()| Journal::open(path)) {
                 Ok(journal) => rows.journal = Some(journal),
                 Err(e) => {
@@ -128,14 +128,16 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     ///
     /// # Errors
     /// The journal cannot be written.
-    pub fn create_with_id(&self, owner: &str, id: String, data: T) -> Result<Stored<T>, AgentError> {
+    pub fn create_with_id(&self, owner: &str, id: String, data: T) -> Result<Arc<Stored<T>>, AgentError> {
         let now = now_secs();
-        let record = Stored { id, owner: owner.to_string(), created_at: now, updated_at: now, data };
+        let line = Line::Put(Stored { id, owner: owner.to_string(), created_at: now, updated_at: now, data });
         let mut rows = self.lock();
-        Self::write(&mut rows, &Line::Put(record.clone()))?;
+        Self::write(&mut rows, &line)?;
+        let Line::Put(record) = line else { unreachable!("built as a put") };
+        let record = Arc::new(record);
         let seq = rows.next;
         rows.next += 1;
-        rows.map.insert(record.id.clone(), (seq, record.clone()));
+        rows.map.insert(record.id.clone(), (seq, Arc::clone(&record)));
         Ok(record)
     }
 
@@ -143,21 +145,21 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     ///
     /// # Errors
     /// The journal cannot be written.
-    pub fn create(&self, owner: &str, data: T) -> Result<Stored<T>, AgentError> {
+    pub fn create(&self, owner: &str, data: T) -> Result<Arc<Stored<T>>, AgentError> {
         self.create_with_id(owner, self.mint(), data)
     }
 
     /// The record `id` when it belongs to `owner`.
-    pub fn get(&self, owner: &str, id: &str) -> Option<Stored<T>> {
-        self.lock().map.get(id).filter(|(_, r)| r.owner == owner).map(|(_, r)| r.clone())
+    pub fn get(&self, owner: &str, id: &str) -> Option<Arc<Stored<T>>> {
+        self.lock().map.get(id).filter(|(_, r)| r.owner == owner).map(|(_, r)| Arc::clone(r))
     }
 
-    /// `owner`'s records, oldest first.
-    pub fn list(&self, owner: &str) -> Vec<Stored<T>> {
+    /// `owner`'s records, oldest first (shared, not copied).
+    pub fn list(&self, owner: &str) -> Vec<Arc<Stored<T>>> {
         let rows = self.lock();
-        let mut out: Vec<&(u64, Stored<T>)> = rows.map.values().filter(|(_, r)| r.owner == owner).collect();
+        let mut out: Vec<&(u64, Arc<Stored<T>>)> = rows.map.values().filter(|(_, r)| r.owner == owner).collect();
         out.sort_by_key(|(seq, r)| (r.created_at, *seq));
-        out.into_iter().map(|(_, r)| r.clone()).collect()
+        out.into_iter().map(|(_, r)| Arc::clone(r)).collect()
     }
 
     /// Changes record `id` of `owner` with `change` (which may refuse),
@@ -171,15 +173,18 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         owner: &str,
         id: &str,
         change: impl FnOnce(&mut T) -> Result<(), AgentError>,
-    ) -> Result<Option<Stored<T>>, AgentError> {
+    ) -> Result<Option<Arc<Stored<T>>>, AgentError> {
         let mut rows = self.lock();
         let Some((_, current)) = rows.map.get(id).filter(|(_, r)| r.owner == owner) else { return Ok(None) };
-        let mut next = current.clone();
+        let mut next = Stored::clone(current);
         change(&mut next.data)?;
         next.updated_at = now_secs().max(next.updated_at);
-        Self::write(&mut rows, &Line::Put(next.clone()))?;
+        let line = Line::Put(next);
+        Self::write(&mut rows, &line)?;
+        let Line::Put(next) = line else { unreachable!("built as a put") };
+        let next = Arc::new(next);
         if let Some((_, slot)) = rows.map.get_mut(id) {
-            *slot = next.clone();
+            *slot = Arc::clone(&next);
         }
         Ok(Some(next))
     }
@@ -188,7 +193,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     ///
     /// # Errors
     /// The journal cannot be written (the record stays).
-    pub fn delete(&self, owner: &str, id: &str) -> Result<Option<Stored<T>>, AgentError> {
+    pub fn delete(&self, owner: &str, id: &str) -> Result<Option<Arc<Stored<T>>>, AgentError> {
         let mut rows = self.lock();
         if rows.map.get(id).is_none_or(|(_, r)| r.owner != owner) {
             return Ok(None);
@@ -221,9 +226,9 @@ mod tests {
         assert!(reg.delete("alice", &b.id).expect("delete").is_some());
         drop(reg);
         let back: Registry<String> = Registry::load("x_", &path);
-        let ids: Vec<(String, String)> = back.list("alice").into_iter().map(|r| (r.id, r.data)).collect();
+        let ids: Vec<(String, String)> = back.list("alice").iter().map(|r| (r.id.clone(), r.data.clone())).collect();
         assert_eq!(ids, [(a.id.clone(), "one!".to_string())]);
-        assert_eq!(back.get("bob", &c.id).map(|r| r.data).as_deref(), Some("three"));
+        assert_eq!(back.get("bob", &c.id).map(|r| r.data.clone()).as_deref(), Some("three"));
         let lines = std::fs::read_to_string(&path).expect("read");
         assert_eq!(lines.lines().count(), 2, "compacted at load");
     }

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -182,7 +183,7 @@ impl Resources {
     /// # Errors
     /// `agents.limit_exceeded` past the owner's quota; the file cannot be
     /// moved or recorded (the upload is removed either way on failure).
-    pub fn commit_blob(&self, owner: &str, upload: &Path, blob: Blob) -> Result<Stored<Blob>, AgentError> {
+    pub fn commit_blob(&self, owner: &str, upload: &Path, blob: Blob) -> Result<Arc<Stored<Blob>>, AgentError> {
         if self.blob_bytes(owner) + blob.bytes > MAX_OWNER_BLOB_BYTES {
             let _ = std::fs::remove_file(upload);
             return Err(AgentError::invalid_code("blob storage is full", Some("data"), "agents.limit_exceeded"));

@@ -115,6 +115,20 @@ pub struct Page<T> {
     pub has_more: bool,
 }
 
+impl<T> Page<T> {
+    /// The same page with each object turned into another (a page of
+    /// records chosen first, then written as wire objects).
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            object: self.object,
+            data: self.data.into_iter().map(f).collect(),
+            first_id: self.first_id,
+            last_id: self.last_id,
+            has_more: self.has_more,
+        }
+    }
+}
+
 /// The OpenAI error envelope.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorEnvelope {

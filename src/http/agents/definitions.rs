@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::Json;
 use serde_json::{Map, Value};
 
-use super::{owner, page, runtime, value_id, ListQuery, Result};
+use super::{owner, page, runtime, ListQuery, Result};
 use crate::agents::records::Stored;
 use crate::agents::resources::Definition;
 use crate::agents::{AgentError, AgentSpec, Agents, SessionMeta};
@@ -48,8 +48,8 @@ pub async fn definitions_list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Page<Value>>> {
     let agents = runtime(&app).await;
-    let objects = agents.resources.definitions.list(owner(&grant)).iter().map(definition_object).collect();
-    page(objects, value_id, &query)
+    let Json(listed) = page(agents.resources.definitions.list(owner(&grant)), |r| r.id.clone(), &query)?;
+    Ok(Json(listed.map(|r| definition_object(&r))))
 }
 
 /// `GET /v1/agents/{agent_id}`.
@@ -67,7 +67,7 @@ pub async fn definitions_update(
 ) -> Result<Json<Value>> {
     let agents = runtime(&app).await;
     let updated = agents.resources.definitions.update(owner(&grant), &id, |d| apply_update(d, &body))?;
-    Ok(Json(definition_object(&updated.ok_or_else(|| not_found(&id))?)))
+    Ok(Json(definition_object(&*updated.ok_or_else(|| not_found(&id))?)))
 }
 
 /// `DELETE /v1/agents/{agent_id}`.
@@ -77,7 +77,7 @@ pub async fn definitions_delete(
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
     let deleted = runtime(&app).await.resources.definitions.delete(owner(&grant), &id)?;
-    Ok(Json(deleted_object(&deleted.ok_or_else(|| not_found(&id))?)))
+    Ok(Json(deleted_object(&*deleted.ok_or_else(|| not_found(&id))?)))
 }
 
 /// What a session or response created from `definition` runs (a copy taken

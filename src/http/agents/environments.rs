@@ -13,7 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{owner, page, runtime, value_id, AgentsError, ListQuery};
+use super::{owner, page, runtime, AgentsError, ListQuery};
 use crate::agents::records::Stored;
 use crate::agents::resources::Environment;
 use crate::agents::workspace_files::list_files;
@@ -22,6 +22,7 @@ use crate::api::agents::environments::{
     environment_file_object, environment_object, files_page, known_keys, parse_environment, parse_file,
     parse_files_query, parse_template, template_deleted, template_object, FilesQuery,
 };
+use crate::api::agents::Page;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
@@ -43,6 +44,12 @@ impl IntoResponse for Refusal {
             Refusal::Agents(e) => AgentsError(e).into_response(),
             Refusal::Policy(e) => e.into_response(),
         }
+    }
+}
+
+impl From<AgentsError> for Refusal {
+    fn from(AgentsError(e): AgentsError) -> Self {
+        Refusal::Agents(e)
     }
 }
 
@@ -81,7 +88,7 @@ pub(super) fn check_vaults(ids: &[String]) -> Result<(), AgentError> {
     }
 }
 
-fn environment(agents: &Agents, owner: &str, id: &str) -> Result<Stored<Environment>, Refusal> {
+fn environment(agents: &Agents, owner: &str, id: &str) -> Result<Arc<Stored<Environment>>, Refusal> {
     agents
         .resources
         .environments
@@ -113,7 +120,7 @@ pub async fn environments_create(
 /// `GET /v1/agents/environments/{environment_id}`.
 pub async fn environments_get(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
     let agents = runtime(&app).await;
-    Ok(Json(environment_object(&environment(&agents, owner(&grant), &id)?)))
+    Ok(Json(environment_object(&*environment(&agents, owner(&grant), &id)?)))
 }
 
 /// The query of the environments list.
@@ -130,14 +137,14 @@ pub async fn environments_list(
     State(app): State<AppState>,
     grant: Grant,
     Query(query): Query<EnvironmentsQuery>,
-) -> Answer {
+) -> Result<Json<Page<Value>>, Refusal> {
     let agents = runtime(&app).await;
-    let mut objects: Vec<Value> =
-        agents.resources.environments.list(owner(&grant)).iter().map(environment_object).collect();
+    let mut records = agents.resources.environments.list(owner(&grant));
     if query.kind.as_deref().is_some_and(|k| !k.is_empty() && k != "self_hosted") {
-        objects.clear();
+        records.clear();
     }
-    page(objects, value_id, &query.list).map(|Json(p)| Json(serde_json::json!(p))).map_err(|AgentsError(e)| refuse(e))
+    let Json(listed) = page(records, |r| r.id.clone(), &query.list)?;
+    Ok(Json(listed.map(|r| environment_object(&r))))
 }
 
 /// `POST /v1/agents/environments/{environment_id}/files`: one new file, never an overwrite.
@@ -205,7 +212,7 @@ pub async fn templates_create(
 /// `GET /v1/agents/environments/templates/{environment_template_id}`.
 pub async fn templates_get(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
     let found = runtime(&app).await.resources.templates.get(owner(&grant), &id);
-    Ok(Json(template_object(&found.ok_or_else(|| template_not_found(&id))?)))
+    Ok(Json(template_object(&*found.ok_or_else(|| template_not_found(&id))?)))
 }
 
 /// `POST /v1/agents/environments/templates/{environment_template_id}`: the fields given replace its own.
@@ -230,10 +237,14 @@ pub async fn templates_update(
 }
 
 /// `GET /v1/agents/environments/templates`.
-pub async fn templates_list(State(app): State<AppState>, grant: Grant, Query(query): Query<ListQuery>) -> Answer {
+pub async fn templates_list(
+    State(app): State<AppState>,
+    grant: Grant,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Page<Value>>, Refusal> {
     let agents = runtime(&app).await;
-    let objects: Vec<Value> = agents.resources.templates.list(owner(&grant)).iter().map(template_object).collect();
-    page(objects, value_id, &query).map(|Json(p)| Json(serde_json::json!(p))).map_err(|AgentsError(e)| refuse(e))
+    let Json(listed) = page(agents.resources.templates.list(owner(&grant)), |r| r.id.clone(), &query)?;
+    Ok(Json(listed.map(|r| template_object(&r))))
 }
 
 /// `DELETE /v1/agents/environments/templates/{environment_template_id}`.

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::error::ErrorCode;
 use crate::agents::{AgentError, Agents};
@@ -168,7 +168,7 @@ fn non_empty(value: &Option<String>) -> Option<&str> {
 ///
 /// # Errors
 /// 400 for a bad `limit` or `order`, 404 for an unknown `after`.
-pub fn page<T: Serialize>(objects: Vec<T>, id: impl Fn(&T) -> String, query: &ListQuery) -> Result<Json<Page<T>>> {
+pub fn page<T>(objects: Vec<T>, id: impl Fn(&T) -> String, query: &ListQuery) -> Result<Json<Page<T>>> {
     let limit = match non_empty(&query.limit) {
         None => 20,
         Some(raw) => match raw.parse::<usize>() {

@@ -77,7 +77,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         }
     }
     super::environments::check_vaults(&vault_ids)?;
-    let environment_id = bound.map(|b| b.id);
+    let environment_id = bound.map(|b| b.id.clone());
     if let Some(id) = agent_id {
         let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
         let definition = agents.resources.definitions.get(owner, &id);
