@@ -390,3 +390,57 @@ async fn bad_input_on_every_endpoint_gets_the_reference_answer() {
         assert_eq!((state["allowed"].as_bool(), &state["reason"]), (Some(true), &Value::Null), "{id}: {state}");
     }
 }
+
+/// One call as `token`.
+async fn call_as(server: &TestServer, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut request = reqwest::Client::new().request(method, server.at(path)).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("send");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn each_caller_sees_only_its_own_resources() {
+    let state = tempfile::tempdir().expect("state");
+    let base = tempfile::tempdir().expect("base");
+    let policy = json!({"groups": ["agents"], "auth": {"tokens": [
+        {"id": "alice", "scopes": ["*"], "token_env": "ABX_TEST_DEF_ALICE"},
+        {"id": "bob", "scopes": ["*"], "token_env": "ABX_TEST_DEF_BOB"},
+    ]}});
+    let server = agents_server(state.path())
+        .base_dir(base.path())
+        .env("ABX_TEST_DEF_ALICE", "alice-tok-1")
+        .env("ABX_TEST_DEF_BOB", "bob-tok-2")
+        .env("ABX_SERVER_POLICY", &policy.to_string())
+        .start();
+    let (status, def) = call_as(&server, "alice-tok-1", "POST", "/v1/agents", Some(json!({"model": "m"}))).await;
+    assert_eq!(status, 200, "{def}");
+    let (_, blob) =
+        call_as(&server, "alice-tok-1", "POST", "/v1/files", Some(json!({"purpose": "user_data", "data": "eA=="})))
+            .await;
+    let (_, template) =
+        call_as(&server, "alice-tok-1", "POST", "/v1/agents/environments/templates", Some(json!({}))).await;
+    let ids = [&def["id"], &blob["id"], &template["id"]].map(|v| v.as_str().expect("id").to_string());
+
+    let (status, body) = call_as(&server, "bob-tok-2", "GET", &format!("/v1/agents/{}", ids[0]), None).await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (404, Some(format!("agent '{}' not found", ids[0]).as_str()))
+    );
+    let (_, listed) = call_as(&server, "bob-tok-2", "GET", "/v1/agents", None).await;
+    assert_eq!(listed["data"], json!([]));
+    let (status, _) =
+        call_as(&server, "bob-tok-2", "GET", &format!("/v1/agents/environments/templates/{}", ids[2]), None).await;
+    assert_eq!(status, 404);
+    let foreign_blob = json!({"files": [{"type": "file_id", "file_id": ids[1], "path": "/x"}]});
+    let (status, body) =
+        call_as(&server, "bob-tok-2", "POST", "/v1/agents/environments/templates", Some(foreign_blob)).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("agents.file_not_found")));
+    let (_, models) = call_as(&server, "bob-tok-2", "GET", "/v1/models", None).await;
+    assert!(models["data"].as_array().expect("models").iter().all(|m| m["id"] != ids[0].as_str()));
+    let (status, _) = call_as(&server, "alice-tok-1", "GET", &format!("/v1/agents/{}", ids[0]), None).await;
+    assert_eq!(status, 200);
+}
