@@ -78,8 +78,7 @@ impl PreparedEnvironment {
 /// SHA-256 of its path; the reference takes SHA-1's).
 pub fn file_listing(file: &PlannedFile) -> Value {
     use sha2::Digest;
-    let digest: String =
-        sha2::Sha256::digest(file.rel.as_bytes()).iter().take(10).map(|b| format!("{b:02x}")).collect();
+    let digest: String = crate::ids::hex(&sha2::Sha256::digest(file.rel.as_bytes())[..10]);
     json!({"id": format!("envfile_{digest}"), "type": "inline", "path": format!("/workspace/{}", file.rel), "size_bytes": file.size})
 }
 

@@ -208,7 +208,7 @@ impl Resources {
     /// # Errors
     /// The file cannot be written.
     pub fn put_content(&self, bytes: &[u8]) -> Result<String, AgentError> {
-        let key: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+        let key = crate::ids::hex(&Sha256::digest(bytes));
         let path = self.content_path(&key);
         if !path.exists() {
             write_atomic(&path, bytes).map_err(|e| AgentError::internal("cannot store file content", e))?;
@@ -225,7 +225,7 @@ impl Resources {
         let mut hasher = Sha256::new();
         let mut file = std::fs::File::open(&source).map_err(|e| AgentError::internal("cannot read a file", e))?;
         io::copy(&mut file, &mut hasher).map_err(|e| AgentError::internal("cannot read a file", e))?;
-        let key: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let key = crate::ids::hex(&hasher.finalize());
         let path = self.content_path(&key);
         if !path.exists() {
             let tmp = path.with_extension(format!("tmp.{}", crate::ids::random_hex(4)));
