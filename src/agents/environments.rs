@@ -58,13 +58,34 @@ pub struct NewEnvironment {
     pub converted: bool,
 }
 
-/// An environment ready to be written: its real root and every file.
+/// Where a file about to be installed takes its bytes from.
+#[derive(Debug, Clone)]
+enum Origin {
+    /// A template's stored content (its key).
+    Content(String),
+    /// Bytes of the request.
+    Inline(Vec<u8>),
+    /// A blob (its id).
+    Blob(String),
+}
+
+/// A file about to be installed: written once, its bytes kept nowhere else.
+#[derive(Debug, Clone)]
+pub struct Install {
+    /// Path relative to the workspace directory.
+    pub rel: String,
+    /// Its size.
+    pub size: u64,
+    origin: Origin,
+}
+
+/// An environment ready to be written: its directory and every file.
 #[derive(Debug, Clone)]
 pub struct PreparedEnvironment {
     /// The record to store.
     pub environment: Environment,
     /// Files to install, in order.
-    pub files: Vec<PlannedFile>,
+    pub files: Vec<Install>,
 }
 
 impl PreparedEnvironment {
@@ -76,9 +97,9 @@ impl PreparedEnvironment {
 
 /// The wire listing of an installed file (its id: 20 hex digits of the
 /// SHA-256 of its path; the reference takes SHA-1's).
-pub fn file_listing(file: &PlannedFile) -> Value {
+pub fn file_listing(file: &Install) -> Value {
     use sha2::Digest;
-    let digest: String = crate::ids::hex(&sha2::Sha256::digest(file.rel.as_bytes())[..10]);
+    let digest = crate::ids::hex(&sha2::Sha256::digest(file.rel.as_bytes())[..10]);
     json!({"id": format!("envfile_{digest}"), "type": "inline", "path": format!("/workspace/{}", file.rel), "size_bytes": file.size})
 }
 
@@ -88,12 +109,59 @@ impl Resources {
         AgentError::invalid_code(message, Some(field), "agents.file_too_large")
     }
 
-    /// Stores each requested file's bytes as content (blobs resolved for `owner`).
+    /// The requested files as they will be installed once (blobs resolved for `owner`).
+    ///
+    /// # Errors
+    /// `agents.file_not_found` for a blob this server did not mint for the
+    /// caller; `agents.file_too_large`.
+    fn installs(&self, owner: &str, files: &[FileRequest]) -> Result<Vec<Install>, AgentError> {
+        let install = |f: &FileRequest| match &f.source {
+            FileSource::Inline(bytes) if bytes.len() as u64 > self.max_file_bytes => {
+                Err(self.too_large(&format!("{}.data", f.field)))
+            }
+            FileSource::Inline(bytes) => {
+                Ok(Install { rel: f.rel.clone(), size: bytes.len() as u64, origin: Origin::Inline(bytes.clone()) })
+            }
+            FileSource::Blob(id) => {
+                let blob = self.blob_of(owner, id, &f.field)?;
+                Ok(Install { rel: f.rel.clone(), size: blob.data.bytes, origin: Origin::Blob(id.clone()) })
+            }
+        };
+        files.iter().map(install).collect()
+    }
+
+    fn blob_of(&self, owner: &str, id: &str, field: &str) -> Result<Arc<Stored<super::resources::Blob>>, AgentError> {
+        self.blobs.get(owner, id).ok_or_else(|| {
+            let param = format!("{field}.file_id");
+            let message = format!(
+                "{param}: this server did not mint that file id; upload it with POST /v1/files and purpose=user_data"
+            );
+            AgentError::invalid_code(message, Some(&param), "agents.file_not_found")
+        })
+    }
+
+    fn write_install(&self, root: &std::path::Path, file: &Install) -> Result<bool, AgentError> {
+        let (content, blob);
+        let source = match &file.origin {
+            Origin::Inline(bytes) => Source::Bytes(bytes),
+            Origin::Content(key) => {
+                content = self.content_path(key);
+                Source::File(&content, file.size)
+            }
+            Origin::Blob(id) => {
+                blob = self.blob_path(id);
+                Source::File(&blob, file.size)
+            }
+        };
+        workspace_files::write_new_file(root, &file.rel, &source)
+    }
+
+    /// Stores each requested file's bytes as template content (blobs resolved for `owner`).
     ///
     /// # Errors
     /// `agents.file_not_found` for a blob this server did not mint for the
     /// caller; `agents.file_too_large`; content that cannot be stored.
-    pub fn plan_files(&self, owner: &str, files: &[FileRequest]) -> Result<Vec<PlannedFile>, AgentError> {
+    fn template_files(&self, owner: &str, files: &[FileRequest]) -> Result<Vec<PlannedFile>, AgentError> {
         files
             .iter()
             .map(|f| match &f.source {
@@ -105,13 +173,7 @@ impl Resources {
                     Ok(PlannedFile { rel: f.rel.clone(), size: bytes.len() as u64, file_id: None, content })
                 }
                 FileSource::Blob(id) => {
-                    let Some(blob) = self.blobs.get(owner, id) else {
-                        let param = format!("{}.file_id", f.field);
-                        let message = format!(
-                            "{param}: this server did not mint that file id; upload it with POST /v1/files and purpose=user_data"
-                        );
-                        return Err(AgentError::invalid_code(message, Some(&param), "agents.file_not_found"));
-                    };
+                    let blob = self.blob_of(owner, id, &f.field)?;
                     let content = self.content_of_blob(id)?;
                     Ok(PlannedFile { rel: f.rel.clone(), size: blob.data.bytes, file_id: Some(id.clone()), content })
                 }
@@ -135,8 +197,12 @@ impl Resources {
         workspace_files::check_workspace_spelling(new.workspace_directory.trim(), WORKSPACE_FIELD)?;
         let mut env = template.as_ref().map(|t| t.data.env.clone()).unwrap_or_default();
         env.extend(new.env);
-        let mut files = template.map(|t| t.data.files.clone()).unwrap_or_default();
-        files.extend(self.plan_files(owner, &new.files)?);
+        let mut files: Vec<Install> = template
+            .iter()
+            .flat_map(|t| t.data.files.iter())
+            .map(|f| Install { rel: f.rel.clone(), size: f.size, origin: Origin::Content(f.content.clone()) })
+            .collect();
+        files.extend(self.installs(owner, &new.files)?);
         let environment = Environment {
             workspace_directory: new.workspace_directory.trim().to_string(),
             root,
@@ -162,8 +228,7 @@ impl Resources {
         prepared.environment.root.clone_from(&root);
         let mut created = Vec::new();
         for file in &prepared.files {
-            let source = Source::File(&self.content_path(&file.content), file.size);
-            match workspace_files::write_new_file(&root, &file.rel, &source) {
+            match self.write_install(&root, file) {
                 Ok(true) => created.push(root.join(&file.rel)),
                 Ok(false) => {}
                 Err(e) => {
@@ -180,23 +245,22 @@ impl Resources {
     /// Writes one more file into environment `environment`'s directory.
     ///
     /// # Errors
-    /// The refusals of [`Resources::plan_files`] and of writing it.
+    /// The refusals of [`Resources::installs`] and of writing it.
     pub fn add_environment_file(
         &self,
         owner: &str,
         environment: &Stored<Environment>,
         file: &FileRequest,
-    ) -> Result<PlannedFile, AgentError> {
-        let planned = self.plan_files(owner, std::slice::from_ref(file))?.remove(0);
-        let source = Source::File(&self.content_path(&planned.content), planned.size);
-        workspace_files::write_new_file(&environment.data.root, &planned.rel, &source)?;
-        Ok(planned)
+    ) -> Result<Install, AgentError> {
+        let install = self.installs(owner, std::slice::from_ref(file))?.remove(0);
+        self.write_install(&environment.data.root, &install)?;
+        Ok(install)
     }
 
     /// Stores a new template of `owner`.
     ///
     /// # Errors
-    /// The refusals of [`Resources::plan_files`]; a journal that cannot be written.
+    /// The refusals of [`Resources::template_files`]; a journal that cannot be written.
     pub fn create_template(
         &self,
         owner: &str,
@@ -204,14 +268,14 @@ impl Resources {
         env: BTreeMap<String, String>,
         files: &[FileRequest],
     ) -> Result<Arc<Stored<Template>>, AgentError> {
-        let files = self.plan_files(owner, files)?;
+        let files = self.template_files(owner, files)?;
         self.templates.create(owner, Template { name, env, files })
     }
 
     /// Changes template `id` of `owner`: the fields given replace its own.
     ///
     /// # Errors
-    /// 404 for an unknown id; the refusals of [`Resources::plan_files`].
+    /// 404 for an unknown id; the refusals of [`Resources::template_files`].
     pub fn update_template(
         &self,
         owner: &str,
@@ -220,7 +284,7 @@ impl Resources {
         env: Option<BTreeMap<String, String>>,
         files: Option<&[FileRequest]>,
     ) -> Result<Arc<Stored<Template>>, AgentError> {
-        let files = files.map(|f| self.plan_files(owner, f)).transpose()?;
+        let files = files.map(|f| self.template_files(owner, f)).transpose()?;
         let updated = self.templates.update(owner, id, |t| {
             if let Some(name) = name {
                 t.name = name;
@@ -267,11 +331,11 @@ mod tests {
         assert_eq!(stored.data.env["A"], "1");
         assert_eq!(stored.data.files[1]["path"], "/workspace/d/own.txt");
         let missing = FileRequest { source: FileSource::Blob("file-x".into()), ..inline("x", b"") };
-        let err = resources.plan_files("o", &[missing]).expect_err("unknown blob");
+        let err = resources.installs("o", &[missing]).expect_err("unknown blob");
         assert!(matches!(err, AgentError::Invalid { code: "agents.file_not_found", .. }));
         let big = inline("big", &[0u8; 2048]);
         assert!(matches!(
-            resources.plan_files("o", &[big]),
+            resources.installs("o", &[big]),
             Err(AgentError::Invalid { code: "agents.file_too_large", .. })
         ));
     }
