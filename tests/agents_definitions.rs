@@ -193,6 +193,8 @@ async fn templates_files_and_blobs_install_once_and_survive_a_restart() {
         json!({"object": "agent.environment.file", "environment_id": env_id, "path": "/workspace/b.txt", "size_bytes": 3,
                "x_agent_sandbox": {"local": true, "compute": "local_state", "differences": ["local_workspace", "no_overwrite"]}})
     );
+    let kept = std::fs::read_dir(state.path().join("resources/content")).expect("content").count();
+    assert_eq!(kept, 1, "only the template's file is kept; an environment's files are written once");
     let same =
         post(&server, &files_at, json!({"type": "inline", "path": "/workspace/b.txt", "data": b64(b"bee")})).await;
     assert_eq!(same.status, 200, "identical bytes are not an overwrite");
