@@ -32,6 +32,14 @@ pub struct Stored<T> {
     pub data: T,
 }
 
+/// One line of a registry's journal, as written ([`Line`] reads it back).
+#[derive(Debug, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum LineRef<'a, T> {
+    Put(&'a Stored<T>),
+    Delete { id: &'a str },
+}
+
 /// One line of a registry's journal.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -112,7 +120,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(rows: &mut Rows<T>, line: &Line<T>) -> Result<(), AgentError> {
+    fn write(rows: &mut Rows<T>, line: &LineRef<'_, T>) -> Result<(), AgentError> {
         match rows.journal.as_mut() {
             Some(journal) => journal.append(line).map_err(|e| AgentError::internal("cannot write a record", e)),
             None => Ok(()),
@@ -130,11 +138,9 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     /// The journal cannot be written.
     pub fn create_with_id(&self, owner: &str, id: String, data: T) -> Result<Arc<Stored<T>>, AgentError> {
         let now = now_secs();
-        let line = Line::Put(Stored { id, owner: owner.to_string(), created_at: now, updated_at: now, data });
+        let record = Arc::new(Stored { id, owner: owner.to_string(), created_at: now, updated_at: now, data });
         let mut rows = self.lock();
-        Self::write(&mut rows, &line)?;
-        let Line::Put(record) = line else { unreachable!("built as a put") };
-        let record = Arc::new(record);
+        Self::write(&mut rows, &LineRef::Put(&record))?;
         let seq = rows.next;
         rows.next += 1;
         rows.map.insert(record.id.clone(), (seq, Arc::clone(&record)));
@@ -179,9 +185,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         let mut next = Stored::clone(current);
         change(&mut next.data)?;
         next.updated_at = now_secs().max(next.updated_at);
-        let line = Line::Put(next);
-        Self::write(&mut rows, &line)?;
-        let Line::Put(next) = line else { unreachable!("built as a put") };
+        Self::write(&mut rows, &LineRef::Put(&next))?;
         let next = Arc::new(next);
         if let Some((_, slot)) = rows.map.get_mut(id) {
             *slot = Arc::clone(&next);
@@ -198,7 +202,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         if rows.map.get(id).is_none_or(|(_, r)| r.owner != owner) {
             return Ok(None);
         }
-        Self::write(&mut rows, &Line::Delete { id: id.to_string() })?;
+        Self::write(&mut rows, &LineRef::Delete { id })?;
         Ok(rows.map.remove(id).map(|(_, r)| r))
     }
 }
