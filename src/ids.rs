@@ -1,5 +1,5 @@
 //! Random identifiers: hex digits from the kernel's random source, for
-//! session, watcher, turn and item ids.
+//! session, watcher, turn and item ids; and hex digits of any bytes.
 
 /// `2 * bytes` lowercase hex digits of fresh randomness (falling back to
 /// the clock if the kernel refuses, which it does not after boot).
@@ -28,9 +28,10 @@ pub fn random_key<const N: usize>() -> std::io::Result<[u8; N]> {
     Ok(buf)
 }
 
-fn hex(buf: &[u8]) -> String {
-    let mut out = String::with_capacity(buf.len() * 2);
-    for &b in buf {
+/// `bytes` as lowercase hex digits (digests, random ids).
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
         out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
         out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
     }

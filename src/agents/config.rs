@@ -22,6 +22,7 @@
 //! | `agents_max_vaults` | `100` | vaults per caller |
 //! | `agents_allow_private_urls` | `false` | private and loopback hosts in credential and webhook URLs, and webhook deliveries to them |
 //! | `agents_webhook_allow_http` | `false` | webhook URLs may be `http`, not only `https` |
+//! | `agents_max_file_bytes` | 10 MiB | largest file blob, template or environment file |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,6 +71,8 @@ pub struct AgentsConfig {
     pub allow_private_urls: bool,
     /// Webhook URLs may be plain `http`.
     pub webhook_allow_http: bool,
+    /// Largest file blob, template or environment file.
+    pub max_file_bytes: u64,
 }
 
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
@@ -104,6 +107,7 @@ impl Default for AgentsConfig {
             max_vaults: 100,
             allow_private_urls: false,
             webhook_allow_http: false,
+            max_file_bytes: 10 * 1024 * 1024,
         }
     }
 }
@@ -160,6 +164,9 @@ impl AgentsConfig {
             config.responses_workspace = dir.to_string();
         }
         config.max_vaults = o.agents_max_vaults.unwrap_or(100).max(1);
+        if let Some(n) = o.agents_max_file_bytes.filter(|n| *n > 0) {
+            config.max_file_bytes = n;
+        }
         match o.agents_max_output_bytes {
             Some(0) => return Err("agents_max_output_bytes must be more than 0".into()),
             Some(n) => (config.limits.max_output_bytes, config.set_limits.max_output_bytes) = (n, true),

@@ -17,6 +17,8 @@
 //!   subagents the CLIs named, and the installed/implemented report.
 //! - [`journal`], [`store`]: persistence under `ABX_AGENTS_STATE_DIR`
 //!   (append-only JSON lines, compacted at load).
+//! - [`resources`], [`records`], [`workspace_files`]: definitions,
+//!   environments, templates and file blobs, journaled beside the sessions.
 //! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
 //!   runs, errors, and the CLI's environment.
 //! - [`vaults`]: vaults and write-only credentials, bound to a session's MCP
@@ -33,12 +35,15 @@ pub mod adapters;
 pub mod artifacts;
 pub mod build;
 pub mod config;
+pub mod environments;
 pub mod error;
 pub mod journal;
 pub mod log;
 pub mod parsed;
 pub mod procenv;
+pub mod records;
 pub mod redact;
+pub mod resources;
 pub mod responses;
 pub mod runner;
 pub mod runtime;
@@ -51,6 +56,7 @@ pub mod turn;
 pub mod vaults;
 pub mod webhooks;
 pub mod worker;
+pub mod workspace_files;
 
 pub use self::config::AgentsConfig;
 pub use self::error::{AgentError, Failure};

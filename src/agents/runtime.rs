@@ -61,6 +61,8 @@ pub struct Agents {
     pub(crate) vaults: super::vaults::Vaults,
     /// The webhook endpoints and their deliveries.
     pub webhooks: Arc<super::webhooks::Webhooks>,
+    /// Definitions, environments, templates and file blobs.
+    pub resources: super::resources::Resources,
 }
 
 impl Agents {
@@ -90,6 +92,16 @@ impl Agents {
         };
         let state_dir = config.state_dir.as_deref().filter(|_| persistent);
         let webhooks = super::webhooks::Webhooks::start(&config, state_dir, shutdown.clone());
+        let resources = {
+            let dir = match (persistent, sessions_dir.parent()) {
+                (true, Some(state)) => state.join("resources"),
+                _ => sessions_dir.join("_resources"),
+            };
+            let max = config.max_file_bytes;
+            tokio::task::spawn_blocking(move || super::resources::Resources::open(&dir, persistent, max))
+                .await
+                .unwrap_or_else(|_| super::resources::Resources::open(&std::env::temp_dir(), false, 0))
+        };
         let mut agents = Agents {
             config,
             adapters: Adapters::default(),
@@ -104,6 +116,7 @@ impl Agents {
             started_at: super::turn::now(),
             vaults,
             webhooks,
+            resources,
         };
         if agents.persistent {
             let dir = agents.sessions_dir.clone();

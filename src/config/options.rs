@@ -199,6 +199,9 @@ options! {
         /// Agents group: webhook endpoints may be plain http URLs, not only https [default: false].
         #[arg(long, env = "ABX_AGENTS_WEBHOOK_ALLOW_HTTP", value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
         pub agents_webhook_allow_http: Option<bool>,
+        /// Agents group: largest file blob (`POST /v1/files`), template or environment file [default: 10485760].
+        #[arg(long, env = "ABX_AGENTS_MAX_FILE_BYTES", value_name = "BYTES")]
+        pub agents_max_file_bytes: Option<u64>,
     }
 }
 

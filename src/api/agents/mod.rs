@@ -9,10 +9,14 @@
 //! - [`events`]: the server-sent events of a session's stream.
 //! - [`traces`], [`subagents`]: traces and subagent detail.
 //! - [`requests`], [`tools`]: request bodies read into domain values.
+//! - [`definitions`], [`environments`]: agent definitions, environments,
+//!   templates, their files and file blobs.
 //! - [`responses`], [`response_events`]: the Responses API's request, object and stream events.
 //! - [`vaults`]: vaults and credentials (metadata only), and their request bodies.
 //! - [`webhooks`]: webhook endpoints, their requests, test results and event types.
 
+pub mod definitions;
+pub mod environments;
 pub mod events;
 pub mod objects;
 pub mod requests;
@@ -113,6 +117,20 @@ pub struct Page<T> {
     pub last_id: Option<String>,
     /// Whether more follow.
     pub has_more: bool,
+}
+
+impl<T> Page<T> {
+    /// The same page with each object turned into another (a page of
+    /// records chosen first, then written as wire objects).
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            object: self.object,
+            data: self.data.into_iter().map(f).collect(),
+            first_id: self.first_id,
+            last_id: self.last_id,
+            has_more: self.has_more,
+        }
+    }
 }
 
 /// The OpenAI error envelope.

@@ -1,11 +1,15 @@
 //! The agents group's HTTP edge (sessions, events, turns, items,
-//! artifacts, traces, subagents, runtimes; responses and models; vaults; webhooks). Handlers read the request into
+//! artifacts, traces, subagents, runtimes; responses and models; vaults; webhooks;
+//! definitions, environments, templates and file blobs). Handlers read the request into
 //! domain values (`api::agents::requests`), call the runtime (`agents`) and
 //! write wire objects (`api::agents`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
 //! a request, and the `X-Agent-Sandbox-Local` layer.
 
 mod artifacts;
+mod definitions;
+mod environments;
+mod files;
 mod models;
 mod response_stream;
 mod responses;
@@ -18,6 +22,14 @@ mod vaults;
 mod webhooks;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
+pub use self::definitions::{
+    definitions_create, definitions_delete, definitions_get, definitions_list, definitions_update,
+};
+pub use self::environments::{
+    environment_files_create, environment_files_list, environments_create, environments_get, environments_list,
+    templates_create, templates_delete, templates_get, templates_list, templates_update,
+};
+pub use self::files::files_create;
 pub use self::models::{
     cannot_executor_channel, cannot_executor_registration, cannot_input_tokens, cannot_model_delete, models_get,
     models_list,
@@ -49,7 +61,7 @@ use std::sync::Arc;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::error::ErrorCode;
 use crate::agents::{AgentError, Agents};
@@ -166,7 +178,7 @@ fn non_empty(value: &Option<String>) -> Option<&str> {
 ///
 /// # Errors
 /// 400 for a bad `limit` or `order`, 404 for an unknown `after`.
-pub fn page<T: Serialize>(objects: Vec<T>, id: impl Fn(&T) -> String, query: &ListQuery) -> Result<Json<Page<T>>> {
+pub fn page<T>(objects: Vec<T>, id: impl Fn(&T) -> String, query: &ListQuery) -> Result<Json<Page<T>>> {
     let limit = match non_empty(&query.limit) {
         None => 20,
         Some(raw) => match raw.parse::<usize>() {

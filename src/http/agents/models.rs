@@ -1,5 +1,5 @@
-//! `GET /v1/models` and `GET /v1/models/{model}`: the runtimes implemented
-//! here as models (a response names one as its `model`), with whether each
+//! `GET /v1/models` and `GET /v1/models/{model}`: the caller's agent
+//! definitions and the runtimes implemented here as models (a response names one as its `model`), with whether each
 //! CLI is installed; and the operations with no local capability, refused
 //! as the reference refuses them: `404 not_found_error`,
 //! `agents.not_implemented_locally`, `x-should-retry: false`.
@@ -8,37 +8,41 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{runtime, Result};
+use super::{owner, runtime, Result};
 use crate::agents::AgentError;
 use crate::api::agents::Label;
 use crate::http::AppState;
+use crate::policy::Grant;
 
 /// Who owns the models listed here.
 const OWNED_BY: &str = "agent-sandbox-local";
 
-/// The models: every implemented runtime, the reference's order first.
-async fn models(app: &AppState) -> Vec<Value> {
+/// The models: the caller's agent definitions, then every implemented runtime.
+async fn models(app: &AppState, owner: &str) -> Vec<Value> {
     let agents = runtime(app).await;
     let created = agents.started_at as i64;
     let infos = agents.runtimes().await;
-    infos
-        .iter()
-        .filter(|info| info.descriptor.implemented)
-        .map(|info| {
-            let label = Label::new("none", &[]).with("kind", "adapter").with("installed", info.installed);
-            json!({"id": info.descriptor.name, "object": "model", "created": created, "owned_by": OWNED_BY, "x_agent_sandbox": label})
-        })
-        .collect()
+    let installed = |runtime: &str| infos.iter().any(|i| i.descriptor.name == runtime && i.installed);
+    let definitions = agents.resources.definitions.list(owner).into_iter().map(|d| {
+        let label =
+            Label::new("none", &[]).with("kind", "agent_definition").with("installed", installed(&d.data.adapter));
+        json!({"id": d.id, "object": "model", "created": d.created_at, "owned_by": OWNED_BY, "x_agent_sandbox": label})
+    });
+    let runtimes = infos.iter().filter(|info| info.descriptor.implemented).map(|info| {
+        let label = Label::new("none", &[]).with("kind", "adapter").with("installed", info.installed);
+        json!({"id": info.descriptor.name, "object": "model", "created": created, "owned_by": OWNED_BY, "x_agent_sandbox": label})
+    });
+    definitions.chain(runtimes).collect()
 }
 
 /// `GET /v1/models`.
-pub async fn models_list(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({"object": "list", "data": models(&app).await}))
+pub async fn models_list(State(app): State<AppState>, grant: Grant) -> Json<Value> {
+    Json(json!({"object": "list", "data": models(&app, owner(&grant)).await}))
 }
 
 /// `GET /v1/models/{model}`: only a listed id.
-pub async fn models_get(State(app): State<AppState>, Path(model): Path<String>) -> Result<Json<Value>> {
-    let found = models(&app).await.into_iter().find(|m| m["id"] == model.as_str());
+pub async fn models_get(State(app): State<AppState>, grant: Grant, Path(model): Path<String>) -> Result<Json<Value>> {
+    let found = models(&app, owner(&grant)).await.into_iter().find(|m| m["id"] == model.as_str());
     Ok(Json(found.ok_or(AgentError::ModelNotFound(model))?))
 }
 

@@ -140,6 +140,24 @@ fn plan(
     request: &mut CreateRequest,
 ) -> Result<(NewSession, ResponseRecord)> {
     let is_runtime = |m: &str| agents.adapters().resolve(m).is_some();
+    if let Some(definition) =
+        request.model.starts_with("agent_").then(|| agents.resources.definitions.get(owner, &request.model)).flatten()
+    {
+        refuse_tools(&definition.data.adapter, request)?;
+        let workspace = agents.config().responses_workspace.clone();
+        let (spec, meta) = super::definitions::session_of(agents, &definition, workspace, Default::default())?;
+        let mut tools = meta.tools.clone();
+        tools.extend(request.tools.iter().map(tool_echo));
+        let record = ResponseRecord {
+            adapter: spec.runtime.clone(),
+            model: definition.data.model.clone(),
+            model_resolved: spec.model.is_some(),
+            tools,
+            ..new_record(request)
+        };
+        let meta = SessionMeta { owner: owner.to_string(), kind: SessionKind::Response, ..meta };
+        return Ok((NewSession { spec, meta, metadata: Map::new() }, record));
+    }
     let runtime = agents.select_runtime(explicit_runtime(adapter_header, body, is_runtime).as_deref())?;
     refuse_tools(runtime, request)?;
     let mut effort = None;

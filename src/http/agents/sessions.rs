@@ -1,13 +1,15 @@
 //! `POST/GET /v1/agents/sessions`, `GET/POST/DELETE /v1/agents/sessions/{id}`
 //! and `POST /v1/agents/sessions/{id}/events` (queue input, cancel).
 
+use std::collections::BTreeMap;
+
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
-use crate::agents::vaults::{record_bindings, ToolTarget, MAX_SESSION_VAULTS};
+use crate::agents::vaults::{record_bindings, ToolTarget};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
 use crate::api::agents::objects::SessionObject;
 use crate::api::agents::requests::{self, INLINE_AGENT_KEYS};
@@ -50,22 +52,41 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         return Err(AgentError::invalid("agent_id: send either agent or agent_id, not both", "agent_id").into());
     }
     let environment = body.get("environment").and_then(Value::as_object);
-    if let Some(id) = environment.and_then(|e| e.get("id")).filter(|v| !v.is_null()) {
-        let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
-        return Err(AgentError::not_found("environment", &id, "environment.id").into());
-    }
-    let workspace = requests::workspace_of(body)?;
-    let vault_ids: Vec<String> = match body.get("vault_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(ids)) if ids.len() <= MAX_SESSION_VAULTS && ids.iter().all(Value::is_string) => {
-            ids.iter().filter_map(Value::as_str).map(str::to_string).collect()
+    let bound = match environment.and_then(|e| e.get("id")).filter(|v| !v.is_null()) {
+        None => None,
+        Some(id) => {
+            let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
+            let found = agents.resources.environments.get(owner, &id);
+            Some(found.ok_or_else(|| AgentError::not_found("environment", &id, "environment.id"))?)
         }
-        Some(_) => return Err(AgentError::invalid("vault_ids: expected up to 16 vault ids", "vault_ids").into()),
     };
+    let mut workspace = requests::workspace_of(body)?;
+    let mut vault_ids = crate::api::agents::environments::vault_ids(body.get("vault_ids"), "vault_ids")?;
+    let mut env = BTreeMap::new();
+    if let Some(bound) = &bound {
+        let given = environment.and_then(|e| e.get("workspace_directory")).and_then(Value::as_str);
+        if given.is_some_and(|g| !g.is_empty() && g != bound.data.workspace_directory) {
+            let message = "environment.workspace_directory differs from the environment's own directory";
+            return Err(AgentError::invalid(message, "environment.workspace_directory").into());
+        }
+        workspace.clone_from(&bound.data.workspace_directory);
+        env.clone_from(&bound.data.env);
+        for id in &bound.data.vault_ids {
+            if !vault_ids.contains(id) {
+                vault_ids.push(id.clone());
+            }
+        }
+    }
     let vault_ids = agents.vaults().resolve(owner, &vault_ids)?;
+    let environment_id = bound.map(|b| b.id.clone());
     if let Some(id) = agent_id {
         let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
-        return Err(AgentError::not_found("agent", &id, "agent_id").into());
+        let definition = agents.resources.definitions.get(owner, &id);
+        let definition = definition.ok_or_else(|| AgentError::not_found("agent", &id, "agent_id"))?;
+        let (spec, meta) = super::definitions::session_of(agents, &definition, workspace, env)?;
+        let meta =
+            SessionMeta { owner: owner.to_string(), kind: SessionKind::Session, environment_id, vault_ids, ..meta };
+        return Ok(NewSession { spec, meta, metadata: Map::new() });
     }
     let runtime = agents.select_runtime(explicit.as_deref())?;
     let mut inline = requests::agent_block(body);
@@ -87,6 +108,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         reasoning_effort: fields.reasoning_effort.clone(),
         command,
         limits: agents.config().limits,
+        env,
         ..AgentSpec::default()
     };
     let targets: Vec<ToolTarget<'_>> = fields
@@ -103,6 +125,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         display_name: Some(name),
         display_model: model.unwrap_or_else(|| runtime.to_string()),
         tools: fields.tools.iter().map(|t| t.wire()).collect(),
+        environment_id,
         vault_ids,
         ..SessionMeta::default()
     };

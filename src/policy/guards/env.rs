@@ -205,6 +205,71 @@ pub fn is_valid_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Names an agent environment's or template's `env` may never set (the
+/// reference's agents deny list, compared upper-cased): the model endpoint
+/// and provider keys, loader and interpreter hooks, `PATH`, `HOME`, ...
+const AGENT_ENV_DENIED: [&str; 36] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "IFS",
+    "ENV",
+    "BASH_ENV",
+    "PS4",
+    "PROMPT_COMMAND",
+    "TMPDIR",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_EXTRA_CA_CERTS",
+    "NPM_CONFIG_REGISTRY",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "RUBYOPT",
+    "PERL5OPT",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "OPENAI_ORG_ID",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_AUTH_TOKEN",
+];
+/// Prefixes of [`AGENT_ENV_DENIED`]'s kind (and every `*_PROXY`).
+const AGENT_ENV_DENIED_PREFIXES: [&str; 12] = [
+    "LD_",
+    "DYLD_",
+    "CODEX_",
+    "QWEN_",
+    "ABX_",
+    "GIT_",
+    "XDG_",
+    "LC_",
+    "BASH_FUNC_",
+    "NPM_CONFIG_",
+    "OPENAI_",
+    "ANTHROPIC_",
+];
+
+/// Whether an agent environment's `env` may not set `name`.
+pub fn agent_env_denied(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    AGENT_ENV_DENIED.contains(&upper.as_str())
+        || AGENT_ENV_DENIED_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || upper.ends_with("_PROXY")
+}
+
 /// Whether `name` looks like it holds a credential.
 pub fn is_sensitive(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
