@@ -82,16 +82,6 @@ impl Receiver {
     async fn next(&mut self) -> Delivery {
         tokio::time::timeout(Duration::from_secs(20), self.rx.recv()).await.expect("a delivery came").expect("open")
     }
-
-    /// The next delivery of `event_type` (others are skipped).
-    async fn next_of(&mut self, event_type: &str) -> Delivery {
-        loop {
-            let delivery = self.next().await;
-            if delivery.json()["type"] == event_type {
-                return delivery;
-            }
-        }
-    }
 }
 
 /// A server that may deliver to loopback over plain http.
