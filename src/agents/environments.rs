@@ -245,7 +245,7 @@ impl Resources {
     /// Writes one more file into environment `environment`'s directory.
     ///
     /// # Errors
-    /// The refusals of [`Resources::installs`] and of writing it.
+    /// The refusals of `Resources::installs` and of writing it.
     pub fn add_environment_file(
         &self,
         owner: &str,
@@ -260,7 +260,7 @@ impl Resources {
     /// Stores a new template of `owner`.
     ///
     /// # Errors
-    /// The refusals of [`Resources::template_files`]; a journal that cannot be written.
+    /// The refusals of `Resources::template_files`; a journal that cannot be written.
     pub fn create_template(
         &self,
         owner: &str,
@@ -275,7 +275,7 @@ impl Resources {
     /// Changes template `id` of `owner`: the fields given replace its own.
     ///
     /// # Errors
-    /// 404 for an unknown id; the refusals of [`Resources::template_files`].
+    /// 404 for an unknown id; the refusals of `Resources::template_files`.
     pub fn update_template(
         &self,
         owner: &str,
