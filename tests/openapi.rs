@@ -56,7 +56,10 @@ async fn the_document_is_served_behind_credentials_and_is_the_committed_one() {
     }
     let operations: usize =
         doc["paths"].as_object().expect("paths").values().map(|i| i.as_object().map_or(0, |o| o.len())).sum();
-    assert_eq!(operations, count, "the document has exactly the API port's operations");
+    // `/mcp`'s row also serves GET (a session's stream) and DELETE (ends it).
+    assert_eq!(doc["paths"]["/mcp"]["get"]["operationId"], "mcp_stream");
+    assert_eq!(doc["paths"]["/mcp"]["delete"]["operationId"], "mcp_end");
+    assert_eq!(operations, count + 2, "the document has exactly the API port's operations");
     assert!(doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer");
     assert_eq!(doc["components"]["securitySchemes"]["accessToken"]["name"], "X-Access-Token");
 }

@@ -90,8 +90,20 @@ fn assemble() -> (Value, Vec<String>) {
             .unwrap_or_else(|| Shape::generic(matches!(endpoint.method, Method::Post | Method::Put)));
         let operation = operation(endpoint, &shape, &mut generators);
         let item = paths.entry(endpoint.path).or_insert_with(|| Value::Object(Map::new()));
+        let others: Vec<_> = shapes::other_methods(endpoint.id)
+            .into_iter()
+            .map(|(method, id, summary, shape)| {
+                let mut other = self::operation(endpoint, &shape, &mut generators);
+                other["operationId"] = id.into();
+                other["summary"] = summary.into();
+                (method, other)
+            })
+            .collect();
         if let Value::Object(item) = item {
             item.insert(endpoint.method.as_str().to_ascii_lowercase(), operation);
+            for (method, other) in others {
+                item.insert(method.to_string(), other);
+            }
         }
     }
     let (schemas, conflicts) = generators.into_schemas();

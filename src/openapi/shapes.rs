@@ -152,6 +152,38 @@ const CONFLICT: &[u16] = &[409];
 /// answers and its client expects (it recognises the `type`).
 const TIMEOUT: &[u16] = &[500];
 
+/// A method one row serves besides its own (`src/http/routes.rs` binds
+/// them to the same handler): its method, operation id, summary and shape.
+pub type OtherMethod = (&'static str, &'static str, &'static str, Shape);
+
+/// The other methods of the row `id`: `/mcp`'s GET (a session's stream of
+/// server messages) and DELETE (ends a session), both naming the session in
+/// `Mcp-Session-Id`.
+pub fn other_methods(id: &str) -> Vec<OtherMethod> {
+    match id {
+        "mcp" => vec![
+            (
+                "get",
+                "mcp_stream",
+                "Model Context Protocol: a session's stream of server messages (`Mcp-Session-Id`).",
+                Shape::new(None, Content::Events(&["message"], "a JSON-RPC request or notification from the server"))
+                    .errors(&[405, 406]),
+            ),
+            (
+                "delete",
+                "mcp_end",
+                "Model Context Protocol: ends the session named in `Mcp-Session-Id`.",
+                Shape {
+                    answers: vec![Answer { status: 204, description: "Ended.", content: Content::Empty }],
+                    ..Shape::new(None, Content::Empty)
+                }
+                .errors(&[405]),
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// The shape of the endpoint `id`, when this file gives it one.
 pub fn shape(id: &str) -> Option<Shape> {
     let object = json::<Map<String, Value>>;
