@@ -57,12 +57,15 @@ pub struct ChildSetup {
 /// start commands do) ignores `SIGINT` and `SIGQUIT`, so without a reset a
 /// terminal's shell would not hang up on close and `SIGINT` sent to a process
 /// would do nothing. Read once; the daemon's own handlers (`SIGTERM`,
-/// `SIGINT`) are not "ignored" and are reset by `exec` anyway.
+/// `SIGINT`) are not "ignored" and are reset by `exec` anyway. `SIGPIPE` is
+/// left out: Rust's runtime ignores it in every program, and std restores it
+/// in each child itself (so a daemon started normally has nothing here and
+/// keeps `posix_spawn`).
 pub fn inherited_ignored() -> &'static [Signal] {
     static IGNORED: OnceLock<Vec<Signal>> = OnceLock::new();
     IGNORED.get_or_init(|| {
         Signal::iterator()
-            .filter(|s| !matches!(s, Signal::SIGKILL | Signal::SIGSTOP))
+            .filter(|s| !matches!(s, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE))
             .filter(|s| {
                 let mut old = std::mem::MaybeUninit::<nix::libc::sigaction>::zeroed();
                 // SAFETY: a null new action only reads the current one into
@@ -205,5 +208,17 @@ pub fn tune_allocator() {
             // SAFETY: as above.
             unsafe { mallopt(M_MMAP_THRESHOLD, 128 * 1024) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test harness, like the daemon, runs with Rust's ignored `SIGPIPE`
+    /// and nothing else ignored: the list is empty, so spawning keeps `posix_spawn`.
+    #[test]
+    fn a_normally_started_process_has_no_inherited_ignores_to_reset() {
+        assert!(!inherited_ignored().contains(&Signal::SIGPIPE));
     }
 }
