@@ -106,8 +106,9 @@ class Side:
         self.log.close()
 
 
-@pytest.fixture
-def sides(tmp_path):
+def fake_codex_env(tmp_path, **extra: str) -> dict:
+    """The environment both servers run in: `FAKE_CODEX` first on `PATH` as
+    `codex`, the token, the agents group on, no other `ABX_` variable."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     codex = bin_dir / "codex"
@@ -115,7 +116,13 @@ def sides(tmp_path):
     codex.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ABX_")}
     env.update({"PATH": f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}", "ABX_SERVER_TOKEN": TOKEN,
-                "ABX_SERVER_ENABLED_GROUPS": "agents", "ABX_AGENTS_TRACES": "1"})
+                "ABX_SERVER_ENABLED_GROUPS": "agents", **extra})
+    return env
+
+
+@pytest.fixture
+def sides(tmp_path):
+    env = fake_codex_env(tmp_path, ABX_AGENTS_TRACES="1")
     from conftest import BIN
 
     ref = Side("reference", tmp_path / "ref", [sys.executable, "-m", "agent_sandbox.server", "serve"], env)

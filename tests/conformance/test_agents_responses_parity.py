@@ -9,7 +9,6 @@ here, each with its reason.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import TOKEN
-from test_agents_parity import FAKE_CODEX, Side, same, shape, without
+from test_agents_parity import Side, fake_codex_env, same, shape, without
 
 RESP = re.compile(r"^resp_[0-9a-f]{24}$")
 ITEM = re.compile(r"^(msg|rs|cmd|tc|mcp)_[0-9a-f]{24}$")
@@ -25,14 +24,7 @@ ITEM = re.compile(r"^(msg|rs|cmd|tc|mcp)_[0-9a-f]{24}$")
 
 @pytest.fixture
 def sides(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    codex = bin_dir / "codex"
-    codex.write_text(FAKE_CODEX.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1))
-    codex.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ABX_")}
-    env.update({"PATH": f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}", "ABX_SERVER_TOKEN": TOKEN,
-                "ABX_SERVER_ENABLED_GROUPS": "agents"})
+    env = fake_codex_env(tmp_path)
     from conftest import BIN
 
     made = []
