@@ -74,6 +74,12 @@ impl From<FsError> for ApiError {
     }
 }
 
+/// Resolves `raw` for a write as `grant`'s path rules decide, on a blocking thread.
+pub async fn resolve_write(grant: &Grant, raw: String) -> Result<safe::Resolved, ApiError> {
+    let guard = grant.guard();
+    fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await.map_err(at(grant))
+}
+
 /// Maps a domain error; policy denials name the endpoint, as the reference's do.
 pub fn at(grant: &Grant) -> impl Fn(FsError) -> ApiError + '_ {
     move |err| match err {

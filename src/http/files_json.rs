@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{parse_object, BodyLimit};
-use super::files::{at, body_field, limit_or};
+use super::files::{at, body_field, limit_or, resolve_write};
 use super::files_transfer::write_policy;
 use super::AppState;
 use crate::api::files::TransferResponse;
@@ -172,12 +172,7 @@ async fn plain(
     text: Bytes,
 ) -> Result<Json<TransferResponse>, ApiError> {
     let guard = grant.guard();
-    let target = fs::blocking({
-        let guard = guard.clone();
-        move || safe::resolve(&guard, &raw, Op::Write, "")
-    })
-    .await
-    .map_err(at(grant))?;
+    let target = resolve_write(grant, raw).await?;
     let committed = app.files.write_base64(&guard, &target, policy, text).await.map_err(at(grant))?;
     Ok(Json(TransferResponse { path: target.path.display().to_string(), bytes: committed.stat.size, etag: None }))
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{BodyLimit, JsonBody, Query};
-use super::files::{at, limit_or, query_path, truthy};
+use super::files::{at, limit_or, query_path, resolve_write, truthy};
 use super::AppState;
 use crate::api::files::{
     ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
@@ -159,12 +159,7 @@ pub async fn content_write(
     policy.overwrite &= q.overwrite.unwrap_or(true);
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let guard = grant.guard();
-    let target = fs::blocking({
-        let (guard, raw) = (guard.clone(), raw.clone());
-        move || safe::resolve(&guard, &raw, Op::Write, "")
-    })
-    .await
-    .map_err(at(&grant))?;
+    let target = resolve_write(&grant, raw.clone()).await?;
     let body = req.into_body().into_data_stream();
     let path = target.path.display().to_string();
     let committed = match (q.offset, q.size) {
@@ -208,9 +203,7 @@ pub async fn upload_cancel(
 }
 
 async fn resolve_upload(grant: &Grant, q: PathQuery) -> Result<safe::Resolved, ApiError> {
-    let raw = query_path(q.path)?;
-    let guard = grant.guard();
-    fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await.map_err(at(grant))
+    resolve_write(grant, query_path(q.path)?).await
 }
 
 /// `POST /files/archive`: the archive is built in a temp file and streamed as base64 JSON.

@@ -17,7 +17,7 @@ use crate::fs::text::{self, Text};
 use crate::fs::{self, read, safe, FsError};
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
-use crate::http::files::{at, limit_or};
+use crate::http::files::{at, limit_or, resolve_write};
 use crate::http::files_transfer::write_policy;
 use crate::http::{files as handlers, AppState};
 use crate::policy::{Grant, Op};
@@ -243,12 +243,7 @@ async fn put(
     let mut policy = write_policy(grant, grant.limit(Limit::MaxBytes).map(crate::policy::LimitValue::as_u64));
     policy.overwrite &= overwrite;
     let guard = grant.guard();
-    let target = fs::blocking({
-        let guard = guard.clone();
-        move || safe::resolve(&guard, &raw, Op::Write, "")
-    })
-    .await
-    .map_err(at(grant))?;
+    let target = resolve_write(grant, raw).await?;
     grant.record_path(&target.path);
     let len = bytes.len() as u64;
     let body = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(bytes)]);
