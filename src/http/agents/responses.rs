@@ -107,15 +107,11 @@ fn continue_conversation(
 ) -> Result<FoundResponse> {
     let id = previous.as_str().map_or_else(|| crate::pyrepr::str_of(previous), str::to_string);
     let previous = agents.response_at(owner, &id, "previous_response_id")?;
-    if agents.latest_response(&previous.session).as_deref() != Some(id.as_str()) {
-        let message = "previous_response_id: only the latest response of a conversation can be continued; the CLI session is linear";
-        return Err(AgentError::invalid_code(
-            message,
-            Some("previous_response_id"),
-            "agents.previous_response_not_latest",
-        )
-        .into());
-    }
+    not_latest(
+        &agents.latest_response(&previous.session),
+        &id,
+        "of a conversation can be continued; the CLI session is linear",
+    )?;
     refuse_tools(&previous.record.adapter, request)?;
     let mut tools = previous.record.tools.clone();
     tools.extend(request.tools.iter().map(tool_echo));
@@ -325,15 +321,7 @@ pub async fn responses_compact(
         let message = format!("compaction is not supported for {adapter}: {why}");
         return Err(AgentError::invalid_code(message, Some("model"), "agents.compact_unsupported").into());
     }
-    if agents.latest_response(&previous.session).as_deref() != Some(id) {
-        let message = "previous_response_id: only the latest response can be compacted";
-        return Err(AgentError::invalid_code(
-            message,
-            Some("previous_response_id"),
-            "agents.previous_response_not_latest",
-        )
-        .into());
-    }
+    not_latest(&agents.latest_response(&previous.session), id, "can be compacted")?;
     let turn = agents
         .submit(&previous.session, TurnInput { prompt: "/compress".into(), hidden: true, ..TurnInput::default() })?;
     let done = wait(&agents, FoundResponse { turn, ..previous }).await.turn;
@@ -371,4 +359,13 @@ pub async fn responses_compact(
 pub async fn responses_connect() -> Result<Json<Value>> {
     let message = "responses.connect needs a WebSocket upgrade, which this HTTP transport does not perform; use POST /v1/responses";
     Err(AgentError::invalid_code(message, None, "agents.websocket_upgrade_required").into())
+}
+
+/// Refuses a `previous_response_id` that is not the session's latest response.
+fn not_latest(latest: &Option<String>, id: &str, only: &str) -> std::result::Result<(), AgentError> {
+    if latest.as_deref() == Some(id) {
+        return Ok(());
+    }
+    let message = format!("previous_response_id: only the latest response {only}");
+    Err(AgentError::invalid_code(message, Some("previous_response_id"), "agents.previous_response_not_latest"))
 }
