@@ -32,8 +32,8 @@ use super::AppState;
 use crate::api::files::TransferResponse;
 use crate::endpoints::Limit;
 use crate::fs::b64::{Base64Upload, PIECE};
-use crate::fs::{self, safe, WritePolicy};
-use crate::policy::{Grant, Op};
+use crate::fs::{safe, WritePolicy};
+use crate::policy::Grant;
 
 pub(crate) mod scan;
 
@@ -113,12 +113,7 @@ struct Streaming {
 async fn begin(app: &AppState, grant: &Grant, policy: &WritePolicy, scanner: &Scanner) -> Option<Streaming> {
     let raw: String = serde_json::from_slice(scanner.path()?).ok().filter(|p: &String| !p.is_empty())?;
     let guard = grant.guard();
-    let target = fs::blocking({
-        let (guard, raw) = (guard.clone(), raw.clone());
-        move || safe::resolve(&guard, &raw, Op::Write, "")
-    })
-    .await
-    .ok()?;
+    let target = resolve_write(grant, raw.clone()).await.ok()?;
     let upload = app.files.begin_base64(&guard, &target, policy).await.ok()?;
     Some(Streaming { raw, target, upload })
 }
