@@ -9,7 +9,9 @@
 //!
 //! - `options`: the options struct, the file parser.
 //! - `values`: ports that can be `off`, log formats, seconds.
+//! - `agents`: the agents group's settings from the options.
 
+mod agents;
 mod options;
 mod values;
 

@@ -2,9 +2,10 @@
 //! sessions. No HTTP and no wire types here: domain types in, domain types out.
 //!
 //! - [`runtime`]: the sessions of the daemon ([`Agents`]): creation, lookup,
-//!   eviction, deletion, runtime selection, subscriptions.
+//!   eviction, deletion, runtime selection, subscriptions ([`subscription`]).
 //! - [`worker`]: turns: queueing, one worker per busy session, the
-//!   concurrency limit, cancellation, artifacts, the final events.
+//!   concurrency limit, cancellation, artifacts; [`turn_end`]: how a turn
+//!   ends, and every turn of a deleted session.
 //! - [`runner`]: one turn's CLI under the process supervisor: its own
 //!   group, timeouts, output limit, line parsing with backpressure.
 //! - [`adapters`]: one per CLI (`codex`, `qwen-code`, `claude-code`,
@@ -14,7 +15,8 @@
 //! - [`session`], [`turn`], [`log`]: a session's state, its turns and
 //!   items, and its append-only event log with resumable subscribers.
 //! - [`artifacts`], [`subagents`], [`runtimes`]: snapshots of written files,
-//!   subagents the CLIs named, and the installed/implemented report.
+//!   subagents the CLIs named, and the installed/implemented report (its
+//!   probes cached in [`runtime_probes`]).
 //! - [`journal`], [`store`]: persistence under `ABX_AGENTS_STATE_DIR`
 //!   (append-only JSON lines, compacted at load).
 //! - [`resources`], [`records`], [`workspace_files`]: definitions,
@@ -22,8 +24,15 @@
 //! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
 //!   runs, errors, and the CLI's environment.
 //! - [`vaults`]: vaults and write-only credentials, bound to a session's MCP
-//!   tools and handed to its turns (secrets in memory only).
+//!   tools (secrets in memory only); [`vault_credentials`]: handed to its turns.
 //! - [`webhooks`]: endpoints that receive signed session lifecycle events.
+//!
+//! [`runtime`] holds the parts it starts with ([`config`], [`runtime_probes`],
+//! [`vaults`], [`webhooks`], [`turn_end`], [`subscription`]), and none of
+//! them knows [`Agents`]; the files that add methods to [`Agents`]
+//! ([`worker`], [`runtimes`], [`vault_credentials`]) sit above it, so the
+//! imports run one way. The settings are read from the options by the
+//! configuration, which imports this group, never the other way.
 //!
 //! Later layers (responses, definitions, environments, vaults, webhooks)
 //! sit beside these: they create sessions of their own kind
@@ -47,12 +56,16 @@ pub mod resources;
 pub mod responses;
 pub mod runner;
 pub mod runtime;
+pub mod runtime_probes;
 pub mod runtimes;
 pub mod session;
 pub mod spec;
 pub mod store;
 pub mod subagents;
+pub mod subscription;
 pub mod turn;
+pub mod turn_end;
+pub mod vault_credentials;
 pub mod vaults;
 pub mod webhooks;
 pub mod worker;
@@ -60,9 +73,10 @@ pub mod workspace_files;
 
 pub use self::config::AgentsConfig;
 pub use self::error::{AgentError, Failure};
-pub use self::runtime::{Agents, NewSession, Subscription};
+pub use self::runtime::{Agents, NewSession};
 pub use self::session::{Session, SessionKind, SessionMeta, SessionView};
 pub use self::spec::AgentSpec;
+pub use self::subscription::Subscription;
 pub use self::worker::TurnInput;
 
 use std::sync::Arc;

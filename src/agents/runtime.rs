@@ -19,14 +19,13 @@ use super::artifacts::{self, ArtifactRecord};
 use super::config::AgentsConfig;
 use super::error::AgentError;
 use super::journal::{self, Journal};
-use super::log::{Event, EventLog, Read};
-use super::runtimes::RuntimeCache;
+use super::log::EventLog;
+use super::runtime_probes::RuntimeCache;
 use super::session::{Record, Session, SessionHeader, SessionKind, SessionMeta};
 use super::spec::AgentSpec;
+use super::subscription::Subscription;
 use crate::environment::ChildEnv;
 
-/// Event streams per session at most (the reference's limit).
-pub const MAX_SUBSCRIBERS: usize = 32;
 /// Where `GET /v1/agents/runtimes` is (named in refusals).
 pub const RUNTIMES_PATH: &str = "/v1/agents/runtimes";
 
@@ -144,6 +143,11 @@ impl Agents {
     /// The declared runtimes.
     pub fn adapters(&self) -> &Adapters {
         &self.adapters
+    }
+
+    /// The vaults of this daemon.
+    pub fn vaults(&self) -> &super::vaults::Vaults {
+        &self.vaults
     }
 
     /// The environment CLIs start from (the daemon's children's, before the allowlist).
@@ -287,7 +291,7 @@ impl Agents {
     /// ended (its process group killed), streams end, and its state and
     /// artifacts are removed from disk.
     pub async fn delete_session(&self, session: &Arc<Session>) {
-        let waiting = super::worker::close(session);
+        let waiting = super::turn_end::close(session);
         for mut done in waiting {
             let bound = self.config.kill_grace + std::time::Duration::from_secs(5);
             let _ = tokio::time::timeout(bound, done.wait_for(|d| *d)).await;
@@ -338,21 +342,7 @@ impl Agents {
     /// # Errors
     /// [`AgentError::TooManySubscribers`].
     pub fn subscribe(&self, session: &Arc<Session>, after: Option<u64>) -> Result<Subscription, AgentError> {
-        let mut state = session.lock();
-        if state.subscribers >= MAX_SUBSCRIBERS {
-            return Err(AgentError::TooManySubscribers(MAX_SUBSCRIBERS));
-        }
-        state.subscribers += 1;
-        drop(state);
-        let cursor = after.unwrap_or_else(|| session.log.last_seq());
-        Ok(Subscription { session: Arc::clone(session), cursor, rx: session.log.watch(), counted: true })
-    }
-
-    /// A reader of `session`'s events after `after` for the daemon itself
-    /// (webhooks): not one of the session's subscribers, so it neither
-    /// counts against [`MAX_SUBSCRIBERS`] nor keeps the session from eviction.
-    pub fn observe(&self, session: &Arc<Session>, after: u64) -> Subscription {
-        Subscription { session: Arc::clone(session), cursor: after, rx: session.log.watch(), counted: false }
+        Subscription::subscriber(session, after)
     }
 
     /// Deletes one artifact's copy.
@@ -385,72 +375,10 @@ fn scratch_dir() -> (PathBuf, bool, Option<tempfile::TempDir>) {
     }
 }
 
-/// A reader of one session's events; see [`Agents::subscribe`].
-#[derive(Debug)]
-pub struct Subscription {
-    session: Arc<Session>,
-    cursor: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
-    counted: bool,
-}
-
-impl Subscription {
-    /// The next events (at most `max`), waiting for one; `None` once the
-    /// session is deleted and everything was read.
-    pub async fn next(&mut self, max: usize) -> Option<Vec<Arc<Event>>> {
-        loop {
-            self.rx.borrow_and_update();
-            let events = match self.session.log.read(self.cursor, max) {
-                Read::Events(events) | Read::Gap(events) => events,
-                Read::OnDisk(read) => match tokio::task::spawn_blocking(move || read.run()).await {
-                    Ok(Ok(events)) if events.is_empty() => {
-                        // The file lacks them (it could not be written): skip to memory.
-                        self.cursor = self.session.log.first_in_memory().saturating_sub(1).max(self.cursor);
-                        continue;
-                    }
-                    Ok(Ok(events)) => events,
-                    Ok(Err(e)) => {
-                        tracing::warn!(session = %self.session.id, error = %e, "agents: cannot read the event log");
-                        return None;
-                    }
-                    Err(_) => return None,
-                },
-                Read::Closed => return None,
-            };
-            if let Some(last) = events.last() {
-                self.cursor = last.seq;
-                return Some(events);
-            }
-            if self.rx.changed().await.is_err() {
-                return None;
-            }
-        }
-    }
-
-    /// The sequence number of the last event returned.
-    pub fn cursor(&self) -> u64 {
-        self.cursor
-    }
-
-    /// The session it reads.
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        if !self.counted {
-            return;
-        }
-        let mut state = self.session.lock();
-        state.subscribers = state.subscribers.saturating_sub(1);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::log::Read;
     use crate::agents::spec::CommandSpec;
 
     async fn agents(max_sessions: usize, state: &std::path::Path) -> Arc<Agents> {

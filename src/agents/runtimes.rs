@@ -1,18 +1,11 @@
 //! What `GET /v1/agents/runtimes` reports per declared runtime: whether this
 //! server implements it, whether its CLI is on the children's `PATH`, and
-//! the version it prints (probed through the supervisor, cached 30 s).
+//! the version it prints (probed by `runtime_probes.rs`).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use super::adapters::{Capabilities, Descriptor};
 use super::runtime::Agents;
-use crate::process::ExecSpec;
-
-const CACHE_FOR: Duration = Duration::from_secs(30);
-const VERSION_TIMEOUT: f64 = 10.0;
 
 /// One runtime's report.
 #[derive(Debug, Clone)]
@@ -38,15 +31,6 @@ impl RuntimeInfo {
     }
 }
 
-/// When a runtime was probed, where its CLI is and its version.
-type Probe = (Instant, Option<PathBuf>, Option<String>);
-
-/// Probes per runtime.
-#[derive(Debug, Default)]
-pub struct RuntimeCache {
-    probes: Mutex<HashMap<&'static str, Probe>>,
-}
-
 impl Agents {
     /// Every declared runtime, in the reference's order.
     pub async fn runtimes(&self) -> Vec<RuntimeInfo> {
@@ -58,7 +42,7 @@ impl Agents {
             let env = env.clone();
             let path_var = path_var.clone();
             async move {
-                let (path, version) = self.probe(d, &path_var, env).await;
+                let (path, version) = self.runtimes.probe(d, &path_var, env).await;
                 let auth_env_present =
                     d.credential_env.iter().chain(d.passthrough_env).any(|n| source.contains_key(*n));
                 RuntimeInfo {
@@ -73,47 +57,4 @@ impl Agents {
         });
         futures_util::future::join_all(probes).await
     }
-
-    async fn probe(
-        &self,
-        d: &'static Descriptor,
-        path_var: &str,
-        env: std::collections::BTreeMap<String, String>,
-    ) -> (Option<PathBuf>, Option<String>) {
-        if let Some((at, path, version)) =
-            self.runtimes.probes.lock().unwrap_or_else(PoisonError::into_inner).get(d.name)
-        {
-            if at.elapsed() < CACHE_FOR {
-                return (path.clone(), version.clone());
-            }
-        }
-        let path = d.binary.and_then(|b| super::procenv::which(b, path_var));
-        let version = match (&path, d.binary) {
-            (Some(program), Some(binary)) => version_of(program.clone(), binary, env).await,
-            _ => None,
-        };
-        self.runtimes
-            .probes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(d.name, (Instant::now(), path.clone(), version.clone()));
-        (path, version)
-    }
-}
-
-/// The first line `program --version` prints (stdout, else stderr), at most 200 characters.
-async fn version_of(program: PathBuf, binary: &str, env: std::collections::BTreeMap<String, String>) -> Option<String> {
-    let exec = ExecSpec {
-        command: format!("{binary} --version"),
-        argv: vec![binary.to_string(), "--version".into()],
-        program: Some(program),
-        cwd: None,
-        env,
-        timeout: Some(VERSION_TIMEOUT),
-        credentials: None,
-    };
-    let result = crate::process::run::run(exec, Some(4096)).await.ok()?;
-    let text = if result.stdout.trim().is_empty() { result.stderr } else { result.stdout };
-    let line = text.trim().lines().next()?.to_string();
-    Some(line.chars().take(200).collect())
 }

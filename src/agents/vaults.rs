@@ -7,7 +7,7 @@
 //! host and port ([`Vaults::bind`]); each of its turns then carries the
 //! token as the tool's `Authorization` header, which reaches the CLI through
 //! its environment only (`ABX_MCP_<LABEL>_AUTHORIZATION`), and the token is
-//! registered with the turn's redactor ([`Agents::with_vault_credentials`]).
+//! registered with the turn's redactor (`vault_credentials.rs`).
 //!
 //! Vaults and credential metadata are journaled under the state directory
 //! (`vaults.jsonl`) and come back after a restart; a secret never leaves
@@ -24,10 +24,8 @@ use serde_json::{Map, Value};
 
 use super::error::AgentError;
 use super::journal::{self, Journal};
-use super::runtime::Agents;
 use super::session::SessionMeta;
 use super::spec::McpServer;
-use super::worker::TurnInput;
 use crate::pyrepr::repr_str;
 
 /// The key of a session's credential bindings in its metadata's `extra`.
@@ -632,30 +630,9 @@ pub fn record_bindings(meta: &mut SessionMeta, bindings: &[Binding]) {
     }
 }
 
-impl Agents {
-    /// The vaults of this daemon.
-    pub fn vaults(&self) -> &Vaults {
-        &self.vaults
-    }
-
-    /// `input` with the session's vault credentials added: the bound MCP
-    /// servers with their `Authorization` header, and their tokens to redact.
-    ///
-    /// # Errors
-    /// A bound credential that is gone, lost its secret, or expired.
-    pub fn with_vault_credentials(
-        &self,
-        meta: &SessionMeta,
-        servers: &[McpServer],
-        mut input: TurnInput,
-    ) -> Result<TurnInput, AgentError> {
-        let Some(raw) = meta.extra.get(BINDINGS_KEY) else { return Ok(input) };
-        let bindings: Vec<Binding> = serde_json::from_value(raw.clone()).unwrap_or_default();
-        let (bound, secrets) = self.vaults.turn_servers(&meta.owner, &bindings, servers)?;
-        input.mcp_servers.extend(bound);
-        input.redact.extend(secrets);
-        Ok(input)
-    }
+/// The credential bindings a session's metadata records (none when it records none).
+pub fn recorded_bindings(meta: &SessionMeta) -> Vec<Binding> {
+    meta.extra.get(BINDINGS_KEY).and_then(|raw| serde_json::from_value(raw.clone()).ok()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use super::runtime::Agents;
 use super::session::{Record, Session, TurnControl};
 use super::spec::{AgentSpec, McpServer};
 use super::turn::{now, TurnRecord, TurnStatus};
+use super::turn_end::{finish, finish_unrun};
 use crate::process::ExecSpec;
 
 /// Turns waiting per session at most (the reference's limit).
@@ -97,7 +98,7 @@ impl Agents {
         if start {
             tokio::spawn(Arc::clone(self).drain(Arc::clone(session)));
         }
-        self.webhooks.watch(self, session, after);
+        self.webhooks.watch(session, after);
         Ok(turn)
     }
 
@@ -349,51 +350,4 @@ impl Agents {
             Err(e) => tracing::warn!(session = %session.id, error = %e, "agents: the artifact task failed"),
         }
     }
-}
-
-/// Ends a turn: its final status, the `turn.*` event, its record, and its waiters.
-fn finish(
-    session: &Session,
-    state: &mut super::session::State,
-    turn_id: &str,
-    status: TurnStatus,
-    error: Option<Failure>,
-) {
-    let Some(turn) = state.turn_mut(turn_id) else { return };
-    turn.status = status;
-    turn.completed_at = Some(now());
-    turn.error = error;
-    let record = turn.clone();
-    session.emit(Some(turn_id), EventKind::TurnEnded { turn: record.summary() });
-    session.record(&Record::Turn { turn: Box::new(record) });
-    if let Some(control) = state.controls.remove(turn_id) {
-        control.done.send_replace(true);
-    }
-}
-
-/// Ends a turn that never ran; the session is idle after it when nothing else waits.
-fn finish_unrun(session: &Session, state: &mut super::session::State, turn_id: &str, status: TurnStatus) {
-    finish(session, state, turn_id, status, None);
-    if !state.worker_running && state.active.is_none() && state.queue.is_empty() && !state.closed {
-        session.emit(None, EventKind::SessionIdle);
-    }
-}
-
-/// Marks a session deleted: queued turns are cancelled, the running one is
-/// told to stop. Returns receivers that turn true when it has.
-pub(crate) fn close(session: &Session) -> Vec<watch::Receiver<bool>> {
-    let mut state = session.lock();
-    state.closed = true;
-    let queued: Vec<String> = state.queue.drain(..).collect();
-    for id in queued {
-        finish(session, &mut state, &id, TurnStatus::Cancelled, None);
-    }
-    state
-        .controls
-        .values()
-        .map(|control| {
-            control.cancel.cancel();
-            control.done.subscribe()
-        })
-        .collect()
 }

@@ -6,7 +6,7 @@
 //! policy's URL guard ([`UrlPolicy`]); the reference also refuses the
 //! names `localhost`, `*.localhost`, `*.local` and `*.internal`.
 
-use crate::agents::AgentError;
+use crate::agents::error::AgentError;
 use crate::policy::guards::UrlPolicy;
 
 /// Admits `url` as an endpoint's URL.

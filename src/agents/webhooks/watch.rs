@@ -13,8 +13,8 @@ use std::sync::{Arc, PoisonError};
 
 use super::Webhooks;
 use crate::agents::log::EventKind;
-use crate::agents::runtime::{Agents, Subscription};
 use crate::agents::session::Session;
+use crate::agents::subscription::Subscription;
 use crate::agents::turn::TurnStatus;
 
 /// Events read at once.
@@ -23,7 +23,7 @@ const BATCH: usize = 256;
 impl Webhooks {
     /// Follows `session`'s events after `after` when its owner has
     /// endpoints and no watcher follows it yet.
-    pub fn watch(self: &Arc<Self>, agents: &Agents, session: &Arc<Session>, after: u64) {
+    pub fn watch(self: &Arc<Self>, session: &Arc<Session>, after: u64) {
         let meta = session.meta();
         if !self.any(&meta.owner) {
             return;
@@ -31,7 +31,7 @@ impl Webhooks {
         if !self.watched.lock().unwrap_or_else(PoisonError::into_inner).insert(session.id.clone()) {
             return;
         }
-        let subscription = agents.observe(session, after);
+        let subscription = Subscription::observer(session, after);
         let webhooks = Arc::clone(self);
         tokio::spawn(async move { webhooks.follow(subscription, meta.owner, meta.environment_id).await });
     }
