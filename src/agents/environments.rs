@@ -226,19 +226,26 @@ impl Resources {
     ) -> Result<Arc<Stored<Environment>>, AgentError> {
         let root = check_workspace_root(&prepared.environment.workspace_directory, WORKSPACE_FIELD)?;
         prepared.environment.root.clone_from(&root);
-        let mut created = Vec::new();
-        for file in &prepared.files {
-            match self.write_install(&root, file) {
-                Ok(true) => created.push(root.join(&file.rel)),
-                Ok(false) => {}
-                Err(e) => {
-                    for path in created {
-                        let _ = std::fs::remove_file(path);
+        // The template's contents stay while they are copied.
+        self.with_contents(
+            || {
+                let mut created = Vec::new();
+                for file in &prepared.files {
+                    match self.write_install(&root, file) {
+                        Ok(true) => created.push(root.join(&file.rel)),
+                        Ok(false) => {}
+                        Err(e) => {
+                            for path in created {
+                                let _ = std::fs::remove_file(path);
+                            }
+                            return Err(e);
+                        }
                     }
-                    return Err(e);
                 }
-            }
-        }
+                Ok(())
+            },
+            |()| Vec::new(),
+        )?;
         self.environments.create(owner, prepared.environment)
     }
 
@@ -268,8 +275,13 @@ impl Resources {
         env: BTreeMap<String, String>,
         files: &[FileRequest],
     ) -> Result<Arc<Stored<Template>>, AgentError> {
-        let files = self.template_files(owner, files)?;
-        self.templates.create(owner, Template { name, env, files })
+        self.with_contents(
+            || {
+                let files = self.template_files(owner, files)?;
+                self.templates.create(owner, Template { name, env, files })
+            },
+            |_| Vec::new(),
+        )
     }
 
     /// Changes template `id` of `owner`: the fields given replace its own.
@@ -284,26 +296,80 @@ impl Resources {
         env: Option<BTreeMap<String, String>>,
         files: Option<&[FileRequest]>,
     ) -> Result<Arc<Stored<Template>>, AgentError> {
-        let files = files.map(|f| self.template_files(owner, f)).transpose()?;
-        let updated = self.templates.update(owner, id, |t| {
-            if let Some(name) = name {
-                t.name = name;
-            }
-            if let Some(env) = env {
-                t.env = env;
-            }
-            if let Some(files) = files {
-                t.files = files;
-            }
-            Ok(())
-        })?;
+        let (updated, _) = self.with_contents(
+            || {
+                let files = files.map(|f| self.template_files(owner, f)).transpose()?;
+                let replaced = match (&files, self.templates.get(owner, id)) {
+                    (Some(_), Some(old)) => contents_of(&old.data),
+                    _ => Vec::new(),
+                };
+                let updated = self.templates.update(owner, id, |t| {
+                    if let Some(name) = name {
+                        t.name = name;
+                    }
+                    if let Some(env) = env {
+                        t.env = env;
+                    }
+                    if let Some(files) = files {
+                        t.files = files;
+                    }
+                    Ok(())
+                })?;
+                Ok((updated, replaced))
+            },
+            |(_, replaced)| replaced.clone(),
+        )?;
         updated.ok_or_else(|| AgentError::not_found("environment template", id, "environment_template_id"))
     }
+
+    /// Deletes template `id` of `owner` and the bytes of its files that no
+    /// other template installs; `None` for an unknown id.
+    ///
+    /// # Errors
+    /// The journal cannot be written.
+    pub fn delete_template(&self, owner: &str, id: &str) -> Result<Option<Arc<Stored<Template>>>, AgentError> {
+        self.with_contents(
+            || self.templates.delete(owner, id),
+            |deleted| deleted.as_ref().map(|t| contents_of(&t.data)).unwrap_or_default(),
+        )
+    }
+}
+
+/// The content keys of `template`'s files.
+fn contents_of(template: &Template) -> Vec<String> {
+    template.files.iter().map(|f| f.content.clone()).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_templates_bytes_go_with_the_last_template_that_installs_them() {
+        let state = tempfile::tempdir().expect("state");
+        let resources = Resources::open(state.path(), true, 1024);
+        let inline = |bytes: &[u8]| FileRequest {
+            rel: "f.txt".into(),
+            source: FileSource::Inline(bytes.to_vec()),
+            field: "files[0]".into(),
+        };
+        let kept = |t: &Stored<Template>| resources.content_path(&t.data.files[0].content).exists();
+        let a = resources.create_template("o", None, BTreeMap::new(), &[inline(b"shared")]).expect("a");
+        let b = resources.create_template("p", None, BTreeMap::new(), &[inline(b"shared")]).expect("b");
+        assert!(kept(&a) && a.data.files[0].content == b.data.files[0].content, "one copy of equal bytes");
+        assert!(resources.delete_template("o", &a.id).expect("delete a").is_some());
+        assert!(kept(&b), "another owner's template still installs them");
+        assert!(resources.delete_template("o", &b.id).expect("foreign").is_none(), "not o's to delete");
+        assert!(resources.delete_template("p", &b.id).expect("delete b").is_some());
+        assert!(!kept(&b), "gone with the last template");
+
+        let c = resources.create_template("o", None, BTreeMap::new(), &[inline(b"old")]).expect("c");
+        let renamed = resources.update_template("o", &c.id, Some(Some("n".into())), None, None).expect("rename");
+        assert!(kept(&renamed), "a change that keeps the files keeps their bytes");
+        let replaced = resources.update_template("o", &c.id, None, None, Some(&[inline(b"new")])).expect("replace");
+        assert!(!kept(&c), "the replaced file's bytes are gone");
+        assert!(kept(&replaced));
+    }
 
     #[test]
     fn an_environment_installs_its_template_and_its_own_files() {

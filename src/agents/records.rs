@@ -160,6 +160,11 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         self.lock().map.get(id).filter(|(_, r)| r.owner == owner).map(|(_, r)| Arc::clone(r))
     }
 
+    /// Whether any record, whoever owns it, satisfies `test`.
+    pub fn any(&self, test: impl Fn(&T) -> bool) -> bool {
+        self.lock().map.values().any(|(_, r)| test(&r.data))
+    }
+
     /// `owner`'s records, oldest first (shared, not copied).
     pub fn list(&self, owner: &str) -> Vec<Arc<Stored<T>>> {
         let rows = self.lock();

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -134,6 +134,9 @@ pub struct Resources {
     /// File blobs.
     pub blobs: Registry<Blob>,
     dir: PathBuf,
+    /// Held while template contents are kept or swept, so a sweep never
+    /// removes bytes a template being created is about to name.
+    contents: Mutex<()>,
     /// Largest file accepted (blob, inline or environment file).
     pub max_file_bytes: u64,
 }
@@ -159,6 +162,7 @@ impl Resources {
             templates: registry(persist, "envtmpl_", &dir.join("templates.jsonl")),
             blobs: registry(persist, "file-", &dir.join("files.jsonl")),
             dir: dir.to_path_buf(),
+            contents: Mutex::new(()),
             max_file_bytes,
         }
     }
@@ -201,6 +205,25 @@ impl Resources {
     /// Where content `key`'s bytes are.
     pub fn content_path(&self, key: &str) -> PathBuf {
         self.dir.join("content").join(key)
+    }
+
+    /// Runs `change` (which keeps contents and changes templates) with the
+    /// contents held, then removes those of `swept(outcome)` that no
+    /// template names any more: the bytes of a deleted or replaced file do
+    /// not outlive the last template that installs them.
+    pub(crate) fn with_contents<R>(
+        &self,
+        change: impl FnOnce() -> Result<R, AgentError>,
+        swept: impl FnOnce(&R) -> Vec<String>,
+    ) -> Result<R, AgentError> {
+        let _held = self.contents.lock().unwrap_or_else(PoisonError::into_inner);
+        let outcome = change()?;
+        for key in swept(&outcome) {
+            if !self.templates.any(|t| t.files.iter().any(|f| f.content == key)) {
+                let _ = std::fs::remove_file(self.content_path(&key));
+            }
+        }
+        Ok(outcome)
     }
 
     /// Keeps `bytes` as content (named by their SHA-256), returning its key.

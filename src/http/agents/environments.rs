@@ -242,7 +242,7 @@ pub async fn templates_list(
 
 /// `DELETE /v1/agents/environments/templates/{environment_template_id}`.
 pub async fn templates_delete(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
-    let deleted = runtime(&app).await.resources.templates.delete(owner(&grant), &id)?;
+    let deleted = runtime(&app).await.resources.delete_template(owner(&grant), &id)?;
     deleted.ok_or_else(|| template_not_found(&id))?;
     Ok(Json(template_deleted(&id)))
 }
