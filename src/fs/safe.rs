@@ -11,13 +11,15 @@
 //! symlink in it, finding one means the tree changed under us: the open
 //! fails with `symlink_denied`. The opened descriptor is then re-checked
 //! through `/proc/self/fd` against the guard, which also catches a directory
-//! renamed out of the root mid-walk.
+//! renamed out of the root mid-walk (the walk through `openat2` has the
+//! kernel's own check of that, so its fast path re-checks only where a deny
+//! pattern could refuse what a rename brought under the root).
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{OnceLock, PoisonError, RwLock};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
@@ -117,7 +119,13 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
             | ResolveFlag::RESOLVE_NO_XDEV,
     );
     let fd = openat2(&root_fd, relative, how).ok()?;
-    verify(guard, &fd, &target.path, op).ok()?;
+    // The kernel ends a RESOLVE_BENEATH walk by checking that the object is
+    // still under the root (EXDEV if a rename carried it out mid-walk), so
+    // the descriptor needs reading back only where a deny pattern could
+    // refuse where it landed under the root.
+    if !guard.uniform_beneath(root) {
+        verify(guard, &fd, &target.path, op).ok()?;
+    }
     Some((target, fd))
 }
 
@@ -240,9 +248,7 @@ pub fn root_untouchable() -> FsError {
 /// # Errors
 /// The guard's refusals for a descriptor that ended up elsewhere.
 pub fn verify(guard: &PathGuard, fd: &impl AsFd, expected: &Path, op: Op) -> Result<(), FsError> {
-    use std::os::fd::AsRawFd;
-    let link = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
-    let Ok(actual) = std::fs::read_link(&link) else {
+    let Some(actual) = path_of(fd) else {
         // No /proc: the no-symlink walk from the root descriptor is the guarantee.
         return Ok(());
     };
@@ -251,6 +257,22 @@ pub fn verify(guard: &PathGuard, fd: &impl AsFd, expected: &Path, op: Op) -> Res
     }
     guard.check_resolved(&actual, op)?;
     Ok(())
+}
+
+/// `/proc/self/fd`, opened once (`None` without `/proc`): reading a
+/// descriptor's path back through it looks up one name, not four.
+static PROC_SELF_FD: OnceLock<Option<OwnedFd>> = OnceLock::new();
+
+/// The path the kernel reports for `fd`, if `/proc` is there to ask.
+fn path_of(fd: &impl AsFd) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let dir = PROC_SELF_FD
+        .get_or_init(|| {
+            nix::fcntl::open("/proc/self/fd", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()
+        })
+        .as_ref()?;
+    let name = fd.as_fd().as_raw_fd().to_string();
+    nix::fcntl::readlinkat(dir, name.as_str()).ok().map(PathBuf::from)
 }
 
 /// Opens `relative` beneath the directory `root` without following any symlink.

@@ -102,6 +102,17 @@ impl DenyList {
         list
     }
 
+    /// Whether some pattern could deny a path strictly beneath `root` while
+    /// allowing `root` itself: any component or glob pattern, or a prefix
+    /// inside `root`. When not, every path beneath an allowed `root` is
+    /// decided alike, whatever its name.
+    pub fn may_deny_beneath(&self, root: &Path) -> bool {
+        !self.simple.is_empty()
+            || self.components.is_some()
+            || self.paths.is_some()
+            || self.prefixes.iter().any(|p| p != root && p.starts_with(root))
+    }
+
     /// Whether `path` (absolute, normalised) or one of its ancestors is denied.
     pub fn matches(&self, path: &Path) -> bool {
         if self.prefixes.iter().any(|p| path.starts_with(p)) {
@@ -149,6 +160,20 @@ mod tests {
 
     fn denies(patterns: &[&str], path: &str) -> bool {
         DenyList::compile(patterns.iter().copied(), &[]).matches(Path::new(path))
+    }
+
+    #[test]
+    fn only_patterns_that_can_tell_paths_beneath_a_root_apart_make_it_non_uniform() {
+        let system = ["/proc", "/sys", "/dev"];
+        let list = |patterns: &[&str]| DenyList::compile(patterns.iter().copied(), &system);
+        let work = Path::new("/work");
+        assert!(!list(&[]).may_deny_beneath(work));
+        assert!(!list(&["/other/secret", "/work"]).may_deny_beneath(work), "outside it, or the root itself");
+        assert!(list(&[]).may_deny_beneath(Path::new("/")), "/proc lies beneath /");
+        assert!(list(&["/work/secret"]).may_deny_beneath(work));
+        assert!(list(&["*.pem"]).may_deny_beneath(work));
+        assert!(list(&["**/.ssh"]).may_deny_beneath(work));
+        assert!(list(&["/w*/x"]).may_deny_beneath(work));
     }
 
     #[test]

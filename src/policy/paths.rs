@@ -190,6 +190,12 @@ impl PathGuard {
         Some((lexical, root))
     }
 
+    /// Whether every path beneath `root` (an allowed, resolved root) is
+    /// authorised exactly as `root` is: no deny pattern can tell them apart.
+    pub fn uniform_beneath(&self, root: &Path) -> bool {
+        !self.rules.deny.may_deny_beneath(root)
+    }
+
     /// Authorises an already resolved path (for example one read back from an open descriptor).
     ///
     /// # Errors
