@@ -420,6 +420,62 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
     assert!(!log.contains(TOKEN), "the server log holds the secret");
 }
 
+/// A session made from a stored definition binds the definition's MCP tools
+/// to the session's vaults as an inline agent's tools are bound.
+#[tokio::test]
+async fn a_session_from_a_definition_gets_its_tools_credentials() {
+    let state = tempfile::tempdir().expect("state");
+    let bin = tempfile::tempdir().expect("bin");
+    let work = tempfile::tempdir().expect("work");
+    let server = server_with_codex(state.path(), bin.path());
+    let vault = call(&server, "POST", "/v1/vaults", Some(json!({"name": "v"}))).await.body["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let creds = format!("/v1/vaults/{vault}/credentials");
+    let cred = call(&server, "POST", &creds, Some(json!({"name": "docs", "auth": bearer(TOKEN)}))).await;
+    assert_eq!(cred.status, 200, "{}", cred.body);
+    let tool = json!({"type": "mcp", "server_label": "docs", "transport": {"type": "http", "server_url": MCP_URL}});
+    let definition =
+        call(&server, "POST", "/v1/agents", Some(json!({"name": "a", "model": "codex", "tools": [tool]}))).await;
+    assert_eq!(definition.status, 200, "{}", definition.body);
+    let body = json!({
+        "agent_id": definition.body["id"],
+        "environment": {"type": "self_hosted", "workspace_directory": work.path().to_str().expect("utf-8")},
+        "vault_ids": [vault],
+        "input": "use the docs",
+    });
+    let sid = create(&server, body.clone()).await;
+    wait_idle(&server, &sid).await;
+    let seen = std::fs::read_to_string(work.path().join("seen")).expect("the CLI ran");
+    assert_eq!(seen, format!("Bearer {TOKEN}"), "the definition's tool carries the credential");
+
+    // Bound at creation, as inline tools are: a credential named for another server is refused there.
+    let other = call(
+        &server,
+        "POST",
+        &creds,
+        Some(json!({"name": "other", "auth": {"type": "static_bearer", "token": "t2",
+            "mcp_server_url": "https://other.example/mcp"}})),
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.body);
+    let named = json!({"type": "mcp", "server_label": "docs", "credential_id": other.body["id"],
+        "transport": {"type": "http", "server_url": MCP_URL}});
+    let mismatched =
+        call(&server, "POST", "/v1/agents", Some(json!({"name": "b", "model": "codex", "tools": [named]}))).await;
+    assert_eq!(mismatched.status, 200, "{}", mismatched.body);
+    let refused = call(
+        &server,
+        "POST",
+        "/v1/agents/sessions",
+        Some(json!({"agent_id": mismatched.body["id"], "vault_ids": [vault],
+            "environment": {"type": "self_hosted", "workspace_directory": work.path().to_str().expect("utf-8")}})),
+    )
+    .await;
+    assert_openai_error(&refused, 400, "agents.credential_mismatch", Some("tools[0].credential_id"));
+}
+
 #[tokio::test]
 async fn a_restart_keeps_vaults_and_credential_metadata_but_not_secrets() {
     let state = tempfile::tempdir().expect("state");

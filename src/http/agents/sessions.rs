@@ -9,10 +9,12 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
-use crate::agents::vaults::{record_bindings, ToolTarget};
+use crate::agents::vaults::{record_bindings, Binding, ToolTarget};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
+use crate::api::agents::definitions::tools_of;
 use crate::api::agents::objects::SessionObject;
 use crate::api::agents::requests::{self, INLINE_AGENT_KEYS};
+use crate::api::agents::tools::McpTool;
 use crate::api::agents::{Deleted, Label};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
@@ -84,8 +86,10 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         let definition = agents.resources.definitions.get(owner, &id);
         let definition = definition.ok_or_else(|| AgentError::not_found("agent", &id, "agent_id"))?;
         let (spec, meta) = super::definitions::session_of(agents, &definition, workspace, env)?;
-        let meta =
+        let bindings = bind(agents, owner, &vault_ids, &tools_of(&definition.data))?;
+        let mut meta =
             SessionMeta { owner: owner.to_string(), kind: SessionKind::Session, environment_id, vault_ids, ..meta };
+        record_bindings(&mut meta, &bindings);
         return Ok(NewSession { spec, meta, metadata: Map::new() });
     }
     let runtime = agents.select_runtime(explicit.as_deref())?;
@@ -111,12 +115,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         env,
         ..AgentSpec::default()
     };
-    let targets: Vec<ToolTarget<'_>> = fields
-        .tools
-        .iter()
-        .map(|t| ToolTarget { label: &t.label, url: &t.url, credential_id: t.credential_id.as_deref() })
-        .collect();
-    let bindings = agents.vaults().bind(owner, &vault_ids, &targets)?;
+    let bindings = bind(agents, owner, &vault_ids, &fields.tools)?;
     let name = fields.name.clone().unwrap_or_else(|| runtime.to_string());
     let mut meta = SessionMeta {
         owner: owner.to_string(),
@@ -131,6 +130,16 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
     };
     record_bindings(&mut meta, &bindings);
     Ok(NewSession { spec, meta, metadata: Map::new() })
+}
+
+/// Binds each MCP tool of a new session (inline or from its definition) to
+/// the credential of `vault_ids` it names or whose server URL it has.
+fn bind(agents: &Agents, owner: &str, vault_ids: &[String], tools: &[McpTool]) -> Result<Vec<Binding>> {
+    let targets: Vec<ToolTarget<'_>> = tools
+        .iter()
+        .map(|t| ToolTarget { label: &t.label, url: &t.url, credential_id: t.credential_id.as_deref() })
+        .collect();
+    Ok(agents.vaults().bind(owner, vault_ids, &targets)?)
 }
 
 /// `GET /v1/agents/sessions`.
