@@ -7,6 +7,9 @@
 //! - `abx_request_bytes_total`, `abx_response_bytes_total{port, endpoint}`: body bytes.
 //! - `abx_processes`, `abx_terminals`, `abx_code_contexts`, `abx_watches`:
 //!   live resources, read when scraped.
+//! - `abx_webhook_deliveries_total{outcome}`: how the agents group's webhook
+//!   deliveries ended (`delivered`, `failed`, `retried` attempts, `dropped`),
+//!   read when scraped.
 //!
 //! No HTTP here: the pipeline records, the handler renders [`Metrics::render`].
 
@@ -44,6 +47,25 @@ fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
 
+/// The labels of a webhook delivery's outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    outcome: &'static str,
+}
+
+/// Webhook deliveries by outcome, counted since the agents group started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deliveries {
+    /// Answered 2xx.
+    pub delivered: u64,
+    /// Given up.
+    pub failed: u64,
+    /// Attempts after the first.
+    pub retried: u64,
+    /// Never sent (queue full, deliveries off).
+    pub dropped: u64,
+}
+
 /// Live resources, read when the metrics are scraped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Live {
@@ -55,6 +77,8 @@ pub struct Live {
     pub code_contexts: u64,
     /// File-system watches.
     pub watches: u64,
+    /// Webhook deliveries so far.
+    pub webhooks: Deliveries,
 }
 
 /// Statuses whose counters each endpoint keeps at hand (others are looked up in the family).
@@ -81,6 +105,7 @@ pub struct Metrics {
     terminals: Gauge<i64, AtomicI64>,
     code_contexts: Gauge<i64, AtomicI64>,
     watches: Gauge<i64, AtomicI64>,
+    webhook_deliveries: Family<Outcome, Counter>,
 }
 
 type AtomicI64 = std::sync::atomic::AtomicI64;
@@ -119,6 +144,12 @@ impl Metrics {
         let terminals = gauge(&mut registry, "terminals", "Live terminal sessions (API and envd)");
         let code_contexts = gauge(&mut registry, "code_contexts", "Live code contexts");
         let watches = gauge(&mut registry, "watches", "Live file-system watches");
+        let webhook_deliveries = Family::<Outcome, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook deliveries of the agents group, by outcome",
+            webhook_deliveries.clone(),
+        );
         let routes = ENDPOINTS.iter().map(|_| OnceLock::new()).collect();
         Metrics {
             registry,
@@ -131,6 +162,7 @@ impl Metrics {
             terminals,
             code_contexts,
             watches,
+            webhook_deliveries,
         }
     }
 
@@ -177,6 +209,14 @@ impl Metrics {
         set(&self.terminals, live.terminals);
         set(&self.code_contexts, live.code_contexts);
         set(&self.watches, live.watches);
+        let Deliveries { delivered, failed, retried, dropped } = live.webhooks;
+        for (outcome, total) in
+            [("delivered", delivered), ("failed", failed), ("retried", retried), ("dropped", dropped)]
+        {
+            // The counts only grow: the counter catches up with the reading.
+            let counter = self.webhook_deliveries.get_or_create(&Outcome { outcome });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             tracing::error!("cannot encode the metrics");
@@ -203,12 +243,18 @@ mod tests {
         metrics.answered(find("envd_stat"), 200, 0.003);
         metrics.answered(find("shell"), 404, 0.001);
         metrics.transferred(find("files_content_write"), 1000, 20);
-        let text = metrics.render(Live { processes: 3, terminals: 1, code_contexts: 2, watches: 0 });
+        let webhooks = Deliveries { delivered: 5, failed: 1, retried: 2, dropped: 0 };
+        let text = metrics.render(Live { processes: 3, terminals: 1, code_contexts: 2, watches: 0, webhooks });
         assert!(text.contains(r#"abx_requests_total{port="envd",endpoint="envd_stat",status="200"} 2"#), "{text}");
         assert!(text.contains(r#"abx_requests_total{port="api",endpoint="shell",status="404"} 1"#), "{text}");
         assert!(text.contains(r#"abx_request_duration_seconds_count{port="envd",endpoint="envd_stat"} 2"#), "{text}");
         assert!(text.contains(r#"abx_request_bytes_total{port="api",endpoint="files_content_write"} 1000"#), "{text}");
         assert!(text.contains("abx_processes 3") && text.contains("abx_code_contexts 2"), "{text}");
+        assert!(text.contains(r#"abx_webhook_deliveries_total{outcome="delivered"} 5"#), "{text}");
+        assert!(text.contains(r#"abx_webhook_deliveries_total{outcome="dropped"} 0"#), "{text}");
+        let later = Deliveries { delivered: 7, ..webhooks };
+        let text = metrics.render(Live { webhooks: later, ..Live::default() });
+        assert!(text.contains(r#"abx_webhook_deliveries_total{outcome="delivered"} 7"#), "{text}");
         assert!(text.ends_with("# EOF\n"));
     }
 }

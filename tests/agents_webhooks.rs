@@ -257,6 +257,21 @@ async fn deliveries_are_signed_and_retried_after_the_receiver_fails_twice() {
     }
     let gaps = [attempts[1].at - attempts[0].at, attempts[2].at - attempts[1].at];
     assert!(gaps[0] >= Duration::from_millis(400) && gaps[1] >= gaps[0], "backoff grows: {gaps:?}");
+    // The metrics count the event once, delivered, after two retries (counted when the answer is read).
+    let counted = [r#"outcome="delivered"} 1"#, r#"outcome="retried"} 2"#, r#"outcome="failed"} 0"#];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let text = call(&server, "GET", "/metrics", None).await.body.as_str().unwrap_or_default().to_string();
+        if counted.iter().all(|c| text.contains(&format!("abx_webhook_deliveries_total{{{c}")))
+            || Instant::now() > deadline
+        {
+            break text;
+        }
+        tokio::task::yield_now().await;
+    };
+    for c in counted {
+        assert!(metrics.contains(&format!("abx_webhook_deliveries_total{{{c}")), "{c} in:\n{metrics}");
+    }
 
     let test = call(
         &server,

@@ -119,6 +119,11 @@ impl LazyAgents {
         Arc::clone(started)
     }
 
+    /// The runtime if it has been started (never starts it).
+    pub fn if_started(&self) -> Option<Arc<Agents>> {
+        self.0.cell.get().cloned()
+    }
+
     /// Whether it has been started.
     pub fn started(&self) -> bool {
         self.0.cell.initialized()

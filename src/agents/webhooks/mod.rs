@@ -18,6 +18,7 @@ pub mod admission;
 pub mod delivery;
 pub mod registry;
 pub mod signing;
+pub mod tally;
 pub mod watch;
 
 use std::collections::HashSet;
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::delivery::{Deliverer, DeliveryError, Event};
 use self::registry::{EndpointFields, Registry, WebhookEndpoint};
+use self::tally::{Outcomes, Tally};
 use super::config::AgentsConfig;
 use super::error::AgentError;
 
@@ -78,6 +80,8 @@ pub struct Webhooks {
     watched: Mutex<HashSet<String>>,
     allow_http: bool,
     allow_private: bool,
+    /// How deliveries ended.
+    tally: Arc<Tally>,
 }
 
 impl Webhooks {
@@ -93,8 +97,9 @@ impl Webhooks {
             }
         };
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let tally = Arc::new(Tally::default());
         if let Some(deliverer) = deliverer.clone() {
-            tokio::spawn(dispatch(rx, deliverer, Retry::default(), shutdown));
+            tokio::spawn(dispatch(rx, deliverer, Retry::default(), Arc::clone(&tally), shutdown));
         }
         Arc::new(Webhooks {
             registry,
@@ -103,7 +108,13 @@ impl Webhooks {
             watched: Mutex::new(HashSet::new()),
             allow_http: config.webhook_allow_http,
             allow_private: config.allow_private_urls,
+            tally,
         })
+    }
+
+    /// How deliveries have ended so far.
+    pub fn outcomes(&self) -> Outcomes {
+        self.tally.read()
     }
 
     /// Admits `url` as an endpoint's URL under this server's settings.
@@ -201,14 +212,20 @@ impl Webhooks {
             };
             match self.queue.try_send(job) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(job)) => tracing::warn!(
-                    endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
-                    "agents: webhook delivery queue is full; event dropped"
-                ),
-                Err(mpsc::error::TrySendError::Closed(job)) => tracing::warn!(
-                    endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
-                    "agents: webhook deliveries are off; event dropped"
-                ),
+                Err(mpsc::error::TrySendError::Full(job)) => {
+                    self.tally.dropped();
+                    tracing::warn!(
+                        endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
+                        "agents: webhook delivery queue is full; event dropped"
+                    );
+                }
+                Err(mpsc::error::TrySendError::Closed(job)) => {
+                    self.tally.dropped();
+                    tracing::warn!(
+                        endpoint = %job.endpoint_id, event = %job.msg_id, event_type,
+                        "agents: webhook deliveries are off; event dropped"
+                    );
+                }
             }
         }
     }
@@ -219,7 +236,13 @@ fn missing(id: &str) -> AgentError {
 }
 
 /// Runs queued deliveries, at most [`IN_FLIGHT`] at once.
-async fn dispatch(mut rx: mpsc::Receiver<Job>, deliverer: Deliverer, retry: Retry, shutdown: CancellationToken) {
+async fn dispatch(
+    mut rx: mpsc::Receiver<Job>,
+    deliverer: Deliverer,
+    retry: Retry,
+    tally: Arc<Tally>,
+    shutdown: CancellationToken,
+) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     loop {
         let permit = tokio::select! {
@@ -230,11 +253,11 @@ async fn dispatch(mut rx: mpsc::Receiver<Job>, deliverer: Deliverer, retry: Retr
             job = rx.recv() => match job { Some(job) => job, None => return },
             () = shutdown.cancelled() => return,
         };
-        let deliverer = deliverer.clone();
+        let (deliverer, tally) = (deliverer.clone(), Arc::clone(&tally));
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
-                () = deliver(&deliverer, &job, retry) => {}
+                () = deliver(&deliverer, &job, retry, &tally) => {}
                 () = shutdown.cancelled() => {}
             }
             drop(permit);
@@ -248,12 +271,16 @@ fn retryable(status: u16) -> bool {
 }
 
 /// Delivers one job, retrying with backoff; logs the outcome.
-async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry) {
+async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry, tally: &Tally) {
     let (mut delay, attempts) = (retry.first_delay, retry.attempts.max(1));
     for attempt in 1..=attempts {
+        if attempt > 1 {
+            tally.retried();
+        }
         let outcome = deliverer.send(&job.url, &job.secret, &job.msg_id, &job.payload).await;
         let again = match outcome {
             Ok(status) if (200..300).contains(&status) => {
+                tally.delivered();
                 tracing::info!(endpoint = %job.endpoint_id, event = %job.msg_id, event_type = job.event_type, status, attempt, "agents: webhook delivered");
                 return;
             }
@@ -263,6 +290,7 @@ async fn deliver(deliverer: &Deliverer, job: &Job, retry: Retry) {
         };
         let result = outcome.map_or_else(|e| e.to_string(), |s| format!("HTTP {s}"));
         if !again || attempt == attempts {
+            tally.failed();
             tracing::warn!(endpoint = %job.endpoint_id, event = %job.msg_id, event_type = job.event_type, %result, attempt, "agents: webhook not delivered");
             return;
         }
