@@ -129,13 +129,12 @@ async fn live(app: &AppState, sessions: &LocalSessionManager, id: &str) -> Optio
 
 /// `message` as the one event of an event stream, in one body (one write).
 fn event(message: &ServerJsonRpcMessage) -> Response {
-    let Ok(json) = serde_json::to_string(message) else {
+    let mut body = Vec::with_capacity(1024);
+    body.extend_from_slice(b"data: ");
+    if serde_json::to_writer(&mut body, message).is_err() {
         return ApiError::internal().into_response();
-    };
-    let mut body = String::with_capacity(json.len() + 8);
-    body.push_str("data: ");
-    body.push_str(&json);
-    body.push_str("\n\n");
+    }
+    body.extend_from_slice(b"\n\n");
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
