@@ -141,3 +141,40 @@ fn event(message: &ServerJsonRpcMessage) -> Response {
     ];
     (headers, Body::from(body)).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    const CALL: [(&str, &str); 3] = [
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+
+    #[test]
+    fn only_a_legacy_json_call_accepting_both_answers_is_taken() {
+        assert!(legacy_json_call(&headers(&CALL)));
+        let charset = [CALL[0], ("content-type", "application/json; charset=utf-8"), CALL[2]];
+        assert!(legacy_json_call(&headers(&charset)));
+        let split = [("accept", "text/event-stream"), ("accept", "application/json"), CALL[1], CALL[2]];
+        assert!(legacy_json_call(&headers(&split)));
+        // The SDK decides everything else: weights, one answer type, other bodies, versions.
+        let weighted = [("accept", "application/json;q=0, text/event-stream"), CALL[1], CALL[2]];
+        let sse_only = [("accept", "text/event-stream"), CALL[1], CALL[2]];
+        let text = [CALL[0], ("content-type", "text/plain"), CALL[2]];
+        let stateless = [CALL[0], CALL[1], ("mcp-protocol-version", "2026-07-28")];
+        let unknown = [CALL[0], CALL[1], ("mcp-protocol-version", "2025-01-01")];
+        for refused in [&weighted[..], &sse_only, &text, &stateless, &unknown, &CALL[..2]] {
+            assert!(!legacy_json_call(&headers(refused)), "{refused:?}");
+        }
+    }
+}
