@@ -1,6 +1,7 @@
 //! `/mcp` over HTTP, black-box: credentials, a tool the policy denies (not
 //! listed, refused with its rule, nothing run), path escapes, an oversize
-//! body, and a cancelled `run` whose whole process group is killed.
+//! body, a cancelled `run` whose whole process group is killed, and a quick
+//! tool answered on its own request while anything more takes the session.
 //! (The official Python SDK drives the rest: tests/conformance/test_mcp.py.)
 
 mod common;
@@ -212,4 +213,38 @@ async fn a_cancelled_run_has_its_process_group_killed() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     drop(running);
+}
+
+#[tokio::test]
+async fn a_quick_tool_is_answered_in_one_event_and_anything_more_by_the_session_stream() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    std::fs::write(server.base.join("a.txt"), "one\ntwo\n").expect("write");
+    let read = |id: u64, params: Value| {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        session.post(&message).send()
+    };
+    // A read is answered on its own request: one event, nothing before it.
+    let answered = read(1, json!({"name": "read", "arguments": {"path": "a.txt"}})).await.expect("send");
+    assert_eq!(answered.headers()["content-type"], "text/event-stream");
+    let text = answered.text().await.expect("body");
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert_eq!(events.len(), 1, "{text}");
+    let answer = &messages(&text)[0];
+    assert_eq!((answer["id"].as_u64(), answer["result"]["content"][0]["text"].as_str()), (Some(1), Some("one\ntwo\n")));
+    // Asking for progress takes the session's stream: its priming event comes first.
+    let meta = json!({"name": "read", "arguments": {"path": "a.txt"}, "_meta": {"progressToken": "p"}});
+    let text = read(2, meta).await.expect("send").text().await.expect("body");
+    assert!(text.starts_with("data: \nid: "), "{text}");
+    let answer = messages(&text).into_iter().find(|m| m["id"] == 2).expect("answer");
+    assert_eq!(answer["result"]["content"][0]["text"], "one\ntwo\n");
+    // Bad arguments are the protocol's error on either path.
+    let bad =
+        read(3, json!({"name": "read", "arguments": {"path": 7}})).await.expect("send").text().await.expect("body");
+    assert_eq!(messages(&bad)[0]["error"]["code"], -32602, "{bad}");
+    // An ended session answers 404, quick tool or not.
+    let ended = session.http.delete(server.at("/mcp")).header("authorization", format!("Bearer {}", session.token));
+    assert!(ended.header("mcp-session-id", &session.id).send().await.expect("delete").status().is_success());
+    let gone = read(4, json!({"name": "read", "arguments": {"path": "a.txt"}})).await.expect("send");
+    assert_eq!(gone.status().as_u16(), 404);
 }

@@ -4,7 +4,6 @@
 //! Reads stream through a buffered reader and keep at most the budget, so
 //! memory stays flat whatever the file's size.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 
 use super::FsError;
@@ -35,11 +34,12 @@ pub struct Lines {
 }
 
 /// Reads from line `first` (1-based) at most `limit` lines and `budget`
-/// bytes; a line longer than the whole budget is cut.
+/// bytes of `file` (a `&File` leaves the file to the caller, its offset
+/// moved); a line longer than the whole budget is cut.
 ///
 /// # Errors
 /// I/O errors while reading.
-pub fn read_lines(file: File, first: u64, limit: Option<u64>, budget: usize) -> Result<Text, std::io::Error> {
+pub fn read_lines(file: impl Read, first: u64, limit: Option<u64>, budget: usize) -> Result<Text, std::io::Error> {
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     if reader.fill_buf()?.iter().take(SNIFF).any(|b| *b == 0) {
         return Ok(Text::Binary);
@@ -125,6 +125,7 @@ pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<(String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Write;
 
     fn file(content: &[u8]) -> File {

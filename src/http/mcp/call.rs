@@ -2,11 +2,12 @@
 //! arguments read against its schema, and its results (a handler's JSON
 //! answer, or the HTTP API's error body as a tool error).
 
-use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::service::RequestContext;
+use rmcp::model::{CallToolResult, ContentBlock, ProgressToken};
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::http::error::ApiError;
 use crate::http::AppState;
@@ -19,8 +20,23 @@ pub struct Ctx<'a> {
     pub app: &'a AppState,
     /// The admitted call of the tool's endpoint.
     pub grant: &'a Grant,
-    /// The protocol request (its cancellation token, its peer for progress).
-    pub request: &'a RequestContext<RoleServer>,
+    /// The protocol request (its cancellation token, its peer for progress);
+    /// `None` for a call answered on its HTTP request's task
+    /// (`direct.rs`), which neither reports progress nor is cancelled.
+    pub request: Option<&'a RequestContext<RoleServer>>,
+}
+
+impl Ctx<'_> {
+    /// Cancelled when the client cancels the call (never for a direct call).
+    pub fn cancelled(&self) -> CancellationToken {
+        self.request.map_or_else(CancellationToken::new, |r| r.ct.clone())
+    }
+
+    /// The client's progress token and the peer to report progress to, if it asked for progress.
+    pub fn progress(&self) -> Option<(ProgressToken, Peer<RoleServer>)> {
+        let request = self.request?;
+        request.meta.get_progress_token().map(|token| (token, request.peer.clone()))
+    }
 }
 
 /// How a tool that ran ended: its result, or the error the same call over

@@ -61,11 +61,12 @@ async fn execute(ctx: &Ctx<'_>, request: ExecuteRequest) -> Result<CallToolResul
     commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
     let mut lines = code.execute(request).await.map_err(|e| api_error(&TextError::from(e)))?;
     let mut gathered = Gathered::default();
+    let cancelled = ctx.cancelled();
     loop {
         // Dropping the receiver on cancellation interrupts the execution.
         let line = tokio::select! {
             line = lines.recv() => line,
-            () = ctx.request.ct.cancelled() => return Err(ApiError::bad_request("Cancelled by the client")),
+            () = cancelled.cancelled() => return Err(ApiError::bad_request("Cancelled by the client")),
         };
         match line {
             Some(line) => gathered.add(line),

@@ -152,12 +152,11 @@ pub async fn load(grant: &Grant, raw: String, first: u64, limit: Option<u64>) ->
         let opened = read::open(&guard, &target, &raw, max_bytes)?;
         let path = opened.path.display().to_string();
         let (size, io) = (opened.stat.size, |e| FsError::io(&opened.path, e));
-        let file = opened.file.try_clone().map_err(io)?;
-        match text::read_lines(file, first, limit, READ_BUDGET).map_err(io)? {
+        match text::read_lines(&opened.file, first, limit, READ_BUDGET).map_err(io)? {
             Text::Lines(lines) => Ok(Loaded::Text(path, lines)),
             Text::Binary if size > BINARY_MAX => Err(FsError::TooLarge { size: Some(size), limit: BINARY_MAX }),
             Text::Binary => {
-                // The clone shares the offset the sniffing moved.
+                // The sniffing moved the offset.
                 let mut file = opened.file;
                 std::io::Seek::rewind(&mut file).map_err(io)?;
                 let mut bytes = Vec::new();

@@ -19,10 +19,12 @@
 //! `call.rs` (what every tool body uses: context, arguments, results),
 //! [`tools`] (each tool's description, schema and endpoint), `files.rs`,
 //! `process.rs`, `code.rs`, `system.rs` (the tools' bodies: thin calls into the
-//! handlers and domain modules of their endpoints), [`resources`].
+//! handlers and domain modules of their endpoints), [`resources`], and
+//! `direct.rs` (quick tool calls answered without the SDK's session task).
 
 mod call;
 mod code;
+mod direct;
 mod files;
 mod process;
 pub mod resources;
@@ -32,7 +34,7 @@ pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -59,8 +61,14 @@ type Service = StreamableHttpService<server::McpServer, LocalSessionManager>;
 #[derive(Default)]
 pub struct Mcp {
     service: OnceLock<(Service, Arc<LocalSessionManager>)>,
-    /// Which identity opened each live legacy session.
-    owners: Mutex<HashMap<String, String>>,
+    /// Who opened each live legacy session.
+    owners: Mutex<HashMap<String, Owner>>,
+}
+
+/// Who opened a legacy session, and when its worker last heard of a direct call.
+struct Owner {
+    identity: String,
+    touched: Instant,
 }
 
 impl Mcp {
@@ -77,7 +85,7 @@ impl Mcp {
         })
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owner>> {
         self.owners.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -96,7 +104,7 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
     let identity = grant.identity().id.clone();
     let session = session_id(request.headers());
     if let Some(id) = &session {
-        if app.mcp.owners().get(id).is_some_and(|owner| *owner != identity) {
+        if app.mcp.owners().get(id).is_some_and(|owner| owner.identity != identity) {
             return Ok(unknown_session());
         }
     }
@@ -114,6 +122,9 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
     // The body is read here, within the endpoint's limit, as every JSON body is.
     let limit = parts.extensions.get::<BodyLimit>().map_or(super::DEFAULT_MAX_REQUEST_BYTES, |l| l.0);
     let bytes = read_body(body, limit).await?;
+    if let Some(answer) = direct::answer(&app, sessions, grant.identity_arc(), &parts, &bytes).await {
+        return Ok(answer);
+    }
     parts.extensions.insert(app.clone());
     let response = service.handle(Request::from_parts(parts, http_body_util::Full::new(bytes))).await;
     let created = session_id(response.headers());
@@ -164,7 +175,7 @@ async fn remember(app: &AppState, sessions: &LocalSessionManager, id: String, id
     let live = sessions.sessions.read().await;
     let mut owners = app.mcp.owners();
     owners.retain(|known, _| live.keys().any(|s| s.as_ref() == known.as_str()));
-    owners.insert(id, identity);
+    owners.insert(id, Owner { identity, touched: Instant::now() });
 }
 
 fn session_id(headers: &HeaderMap) -> Option<String> {

@@ -54,8 +54,8 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
     let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
     let slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
     let spec = prepared(app, grant, request, ExecKind::Shell).await?;
-    let cancelled = ctx.request.ct.clone();
-    let Some(token) = ctx.request.meta.get_progress_token() else {
+    let cancelled = ctx.cancelled();
+    let Some((token, peer)) = ctx.progress() else {
         // Cancelling drops the run, whose guard kills the process group.
         return tokio::select! {
             result = runner::run(spec, Some(cap)) => result.map_err(|e| e.into_api(id)),
@@ -88,7 +88,7 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
         };
         lines += 1;
         let note = ProgressNotificationParam::new(token.clone(), f64::from(lines)).with_message(line.clone());
-        let _ = ctx.request.peer.notify_progress(note).await;
+        let _ = peer.notify_progress(note).await;
         if kept.len() + line.len() + 1 > cap {
             result.truncated = Some(true);
             continue;

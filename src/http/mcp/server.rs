@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
 
 use super::call::{refused, Ctx, Outcome};
 use super::tools::{self, Tool};
@@ -67,31 +69,8 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (app, identity) = caller(&context)?;
-        let name = request.name.as_ref();
-        let Some(tool) = tools::find(name) else {
-            return Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None));
-        };
         let arguments = request.arguments.unwrap_or_default();
-        let call = match admit(&app, &identity, tool) {
-            Ok(call) => call,
-            Err(error) => return Ok(refused(&error).into()),
-        };
-        let ctx = Ctx { app: &app, grant: call.grant(), request: &context };
-        let outcome = tools::call(tool, &ctx, arguments).await;
-        match outcome {
-            Ok(Outcome::Done(result)) => {
-                call.finish(200, None);
-                Ok(result.into())
-            }
-            Ok(Outcome::Failed(error)) => {
-                call.finish(error.status().as_u16(), error.code());
-                Ok(refused(&error).into())
-            }
-            Err(invalid) => {
-                call.finish(400, Some("invalid_arguments"));
-                Err(invalid)
-            }
-        }
+        call(&app, &identity, request.name.as_ref(), arguments, Some(&context)).await.map(Into::into)
     }
 
     async fn list_resources(
@@ -119,6 +98,45 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (app, identity) = caller(&context)?;
         super::resources::read(&app, &identity, &request.uri).await.map(Into::into)
+    }
+}
+
+/// Runs the tool `name` for `identity`: admitted by its endpoint's rule,
+/// audited with the status the same call over HTTP would have answered.
+/// `request` is the protocol request when the SDK dispatched the call, `None`
+/// when `direct.rs` answers it on its HTTP request's task.
+///
+/// # Errors
+/// The protocol's invalid-params error for an unknown tool or arguments
+/// that do not fit its schema; anything else is a tool result.
+pub async fn call(
+    app: &AppState,
+    identity: &Arc<Identity>,
+    name: &str,
+    arguments: Map<String, Value>,
+    request: Option<&RequestContext<RoleServer>>,
+) -> Result<CallToolResult, ErrorData> {
+    let Some(tool) = tools::find(name) else {
+        return Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None));
+    };
+    let call = match admit(app, identity, tool) {
+        Ok(call) => call,
+        Err(error) => return Ok(refused(&error)),
+    };
+    let ctx = Ctx { app, grant: call.grant(), request };
+    match tools::call(tool, &ctx, arguments).await {
+        Ok(Outcome::Done(result)) => {
+            call.finish(200, None);
+            Ok(result)
+        }
+        Ok(Outcome::Failed(error)) => {
+            call.finish(error.status().as_u16(), error.code());
+            Ok(refused(&error))
+        }
+        Err(invalid) => {
+            call.finish(400, Some("invalid_arguments"));
+            Err(invalid)
+        }
     }
 }
 

@@ -36,6 +36,15 @@ impl Tool {
         [Some(self.endpoint), self.also].into_iter().flatten().filter_map(endpoints::find)
     }
 
+    /// Whether a call may be answered on its HTTP request's own task
+    /// (`direct.rs`): quick, bounded work (a file of at most the
+    /// read, write or edit limit, one directory entry) that reports no progress and
+    /// watches no cancellation, so nothing of the SDK's session stream is
+    /// needed to answer it.
+    pub fn direct(&self) -> bool {
+        matches!(self.name, "read" | "write" | "edit" | "stat" | "mkdir")
+    }
+
     /// The tool as `tools/list` shows it.
     pub fn describe(&self) -> rmcp::model::Tool {
         let (properties, required) = (self.schema)();
