@@ -67,6 +67,36 @@ fn session_body(vault: &str, work: &Path, input: Option<&str>) -> Value {
     body
 }
 
+/// A server with the fake `codex`, and a vault holding a bearer credential for [`MCP_URL`].
+struct Setup {
+    state: tempfile::TempDir,
+    _bin: tempfile::TempDir,
+    work: tempfile::TempDir,
+    server: TestServer,
+    vault: String,
+    /// The vault's credentials path.
+    creds: String,
+    /// The credential's creation answer.
+    cred: Reply,
+}
+
+async fn setup() -> Setup {
+    let (state, bin) = (tempfile::tempdir().expect("state"), tempfile::tempdir().expect("bin"));
+    let work = tempfile::tempdir().expect("work");
+    let server = server_with_codex(state.path(), bin.path());
+    let vault = new_vault(&server).await;
+    let creds = format!("/v1/vaults/{vault}/credentials");
+    let cred = call(&server, "POST", &creds, Some(json!({"name": "docs", "auth": bearer(TOKEN)}))).await;
+    assert_eq!(cred.status, 200, "{}", cred.body);
+    Setup { state, _bin: bin, work, server, vault, creds, cred }
+}
+
+/// A new vault's id.
+async fn new_vault(server: &TestServer) -> String {
+    let made = call(server, "POST", "/v1/vaults", Some(json!({"name": "v"}))).await;
+    made.body["id"].as_str().expect("id").to_string()
+}
+
 /// Every file under `dir`, as text.
 fn texts_under(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -352,18 +382,8 @@ async fn bad_input_on_every_endpoint_is_refused_in_the_openai_envelope() {
 
 #[tokio::test]
 async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
-    let state = tempfile::tempdir().expect("state");
-    let bin = tempfile::tempdir().expect("bin");
-    let work = tempfile::tempdir().expect("work");
-    let server = server_with_codex(state.path(), bin.path());
-    let vault = call(&server, "POST", "/v1/vaults", Some(json!({"name": "v"}))).await.body["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let creds = format!("/v1/vaults/{vault}/credentials");
+    let Setup { state, _bin, work, server, vault, creds, cred } = setup().await;
     let mut answers = Vec::new();
-    let cred = call(&server, "POST", &creds, Some(json!({"name": "docs", "auth": bearer(TOKEN)}))).await;
-    assert_eq!(cred.status, 200, "{}", cred.body);
     answers.push(cred.body.clone());
     let sid = create(&server, session_body(&vault, work.path(), Some("use the docs"))).await;
     let events = wait_idle(&server, &sid).await;
@@ -424,17 +444,7 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
 /// to the session's vaults as an inline agent's tools are bound.
 #[tokio::test]
 async fn a_session_from_a_definition_gets_its_tools_credentials() {
-    let state = tempfile::tempdir().expect("state");
-    let bin = tempfile::tempdir().expect("bin");
-    let work = tempfile::tempdir().expect("work");
-    let server = server_with_codex(state.path(), bin.path());
-    let vault = call(&server, "POST", "/v1/vaults", Some(json!({"name": "v"}))).await.body["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let creds = format!("/v1/vaults/{vault}/credentials");
-    let cred = call(&server, "POST", &creds, Some(json!({"name": "docs", "auth": bearer(TOKEN)}))).await;
-    assert_eq!(cred.status, 200, "{}", cred.body);
+    let Setup { state: _state, _bin, work, server, vault, creds, cred: _ } = setup().await;
     let tool = json!({"type": "mcp", "server_label": "docs", "transport": {"type": "http", "server_url": MCP_URL}});
     let definition =
         call(&server, "POST", "/v1/agents", Some(json!({"name": "a", "model": "codex", "tools": [tool]}))).await;
