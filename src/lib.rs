@@ -52,8 +52,9 @@
 //! - [`envd`]: the envd data plane's domain (tokens, users, entries,
 //!   watchers) for the `e2b` SDK's Connect protocol; `http::envd` serves it
 //!   on its own port (no axum in the domain).
-//! - [`openapi`]: the API port's OpenAPI 3.1 document, from the endpoint
-//!   table and the wire types' JSON Schemas (served at `/openapi.json`).
+//! - [`openapi`]: the API port's OpenAPI 3.1 document (the committed
+//!   `docs/openapi.json`, served at `/openapi.json`; tests check it against
+//!   the document built from the endpoint table and the wire types).
 //! - [`commands`]: registered commands declared in the config file:
 //!   validation, Python-compatible argument coercion, running (no axum).
 //! - [`code`]: code execution: stateful contexts of the code-interpreter

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// `POST /browser/navigate`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct NavigateRequest {
     /// The URL to open.
     pub url: Option<Value>,
@@ -22,7 +22,7 @@ pub struct NavigateRequest {
 
 /// A request the URL policy refused while a page loaded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct BlockedRequest {
     /// Its URL.
     pub url: String,
@@ -36,7 +36,7 @@ pub struct BlockedRequest {
 
 /// The answer of `navigate`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct BrowserPage {
     /// Where the page is now.
     pub url: String,
@@ -51,7 +51,7 @@ pub struct BrowserPage {
 
 /// `POST /browser/screenshot`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ScreenshotRequest {
     /// Only this element.
     pub selector: Option<Value>,
@@ -63,7 +63,7 @@ pub struct ScreenshotRequest {
 
 /// The answer of `screenshot`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Screenshot {
     /// The image, base64.
     pub image_base64: String,
@@ -75,7 +75,7 @@ pub struct Screenshot {
 
 /// `GET /browser/content?type=html|text`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ContentQuery {
     /// `html` (default) or `text`.
     #[serde(rename = "type")]
@@ -84,7 +84,7 @@ pub struct ContentQuery {
 
 /// The answer of `content`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct BrowserContent {
     /// HTML or text.
     pub content: String,
@@ -96,7 +96,7 @@ pub struct BrowserContent {
 
 /// `POST /browser/click`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ClickRequest {
     /// The element.
     pub selector: Option<Value>,
@@ -106,7 +106,7 @@ pub struct ClickRequest {
 
 /// The answer of `click`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Clicked {
     /// Always true.
     pub clicked: bool,
@@ -116,7 +116,7 @@ pub struct Clicked {
 
 /// `POST /browser/type`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct TypeRequest {
     /// The element.
     pub selector: Option<Value>,
@@ -130,7 +130,7 @@ pub struct TypeRequest {
 
 /// The answer of `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Typed {
     /// Always true.
     pub typed: bool,
@@ -142,7 +142,7 @@ pub struct Typed {
 
 /// `POST /browser/evaluate`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EvaluateRequest {
     /// The script: an expression, or a function that is called.
     pub script: Option<Value>,
@@ -152,7 +152,7 @@ pub struct EvaluateRequest {
 
 /// The answer of `evaluate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Evaluated {
     /// The script's JSON value (`null` for `undefined`).
     pub result: Value,
@@ -160,7 +160,7 @@ pub struct Evaluated {
 
 /// `POST /browser/pdf`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PdfRequest {
     /// `A4` (default), `Letter`, `Legal`, `Tabloid`, `Ledger`, `A0`–`A6`.
     pub format: Option<Value>,
@@ -170,7 +170,7 @@ pub struct PdfRequest {
 
 /// The answer of `pdf`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Pdf {
     /// The PDF, base64.
     pub pdf_base64: String,
@@ -180,7 +180,7 @@ pub struct Pdf {
 
 /// One console message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ConsoleLog {
     /// `log`, `info`, `warning`, `error`, `debug`, ...
     #[serde(rename = "type")]
@@ -193,7 +193,7 @@ pub struct ConsoleLog {
 
 /// The answer of `console`: the messages since the last read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ConsoleLogs {
     /// Oldest first.
     pub logs: Vec<ConsoleLog>,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 /// `POST /code/run` request, as the client sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CodeRunRequest {
     /// Source code.
     pub code: String,
@@ -22,7 +22,7 @@ pub struct CodeRunRequest {
 
 /// `POST /code/run` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CodeRunResult {
     /// Captured standard output.
     pub stdout: String,
@@ -41,7 +41,7 @@ pub struct CodeRunResult {
 
 /// One changed file in `GET /git/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GitFileStatus {
     /// Path relative to the repository (`old -> new` for renames).
     pub path: String,
@@ -51,7 +51,7 @@ pub struct GitFileStatus {
 
 /// `GET /git/status` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GitStatus {
     /// Current branch.
     pub branch: String,
@@ -63,7 +63,7 @@ pub struct GitStatus {
 
 /// Query of `GET /git/status` and `GET /git/diff`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GitQuery {
     /// The repository (default: the base directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,7 +78,7 @@ pub struct GitQuery {
 
 /// Summary counts of `GET /git/diff`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GitDiffStats {
     /// Files changed.
     pub files_changed: u64,
@@ -90,7 +90,7 @@ pub struct GitDiffStats {
 
 /// `GET /git/diff` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GitDiff {
     /// The unified diff (cut at 1 MiB).
     pub diff: String,
@@ -100,7 +100,7 @@ pub struct GitDiff {
 
 /// `POST /execute` on the code port.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ExecuteRequest {
     /// Source code.
     pub code: String,
@@ -142,7 +142,7 @@ impl ExecuteRequest {
 
 /// `POST /contexts` request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CreateContextRequest {
     /// Working directory (default: the base directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,7 +154,7 @@ pub struct CreateContextRequest {
 
 /// A code context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ContextInfo {
     /// Context id.
     pub id: String,
@@ -166,7 +166,7 @@ pub struct ContextInfo {
 
 /// A displayed value: the final expression's (`is_main_result`) or a display call's.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ExecutionResult {
     /// Plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,7 +214,7 @@ pub struct ExecutionResult {
 
 /// One NDJSON line of a `POST /execute` answer; `end_of_execution` is always last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputLine {
     /// Standard output text.

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// One argument of a registered command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CommandArgInfo {
     /// Its name.
     pub name: String,
@@ -22,7 +22,7 @@ pub struct CommandArgInfo {
 
 /// One registered command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CommandInfo {
     /// Its name.
     pub name: String,
@@ -35,7 +35,7 @@ pub struct CommandInfo {
 
 /// Answer of `GET /commands`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CommandList {
     /// The commands the caller may run.
     pub commands: Vec<CommandInfo>,
@@ -43,7 +43,7 @@ pub struct CommandList {
 
 /// Answer of `POST /commands/{name}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CommandResult {
     /// What the command printed: JSON when it printed JSON, else its text.
     pub result: serde_json::Value,

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 /// `GET /health`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Health {
     /// Always `ok`.
     pub status: String,
@@ -15,7 +15,7 @@ pub struct Health {
 
 /// `GET /capabilities`: what the calling identity may do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Capabilities {
     /// Discovery document version (2).
     pub api_version: u32,
@@ -37,7 +37,7 @@ pub struct Capabilities {
 
 /// Endpoint counts of one group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct GroupSummary {
     /// Enabled endpoints.
     pub enabled: usize,
@@ -47,7 +47,7 @@ pub struct GroupSummary {
 
 /// The caller as discovery reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct IdentityInfo {
     /// Identity id.
     pub id: String,
@@ -57,7 +57,7 @@ pub struct IdentityInfo {
 
 /// The policy as discovery reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PolicyInfo {
     /// Preset name (`default` when none).
     pub preset: String,
@@ -69,7 +69,7 @@ pub struct PolicyInfo {
 
 /// One endpoint's entry in the discovery document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EndpointState {
     /// HTTP method (`WS` for the PTY WebSocket).
     pub method: String,
@@ -104,7 +104,7 @@ pub struct EndpointState {
 
 /// The path rules of an endpoint as discovery discloses them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PathsInfo {
     /// Allowed roots (empty: the base dir).
     pub allow: Vec<String>,
@@ -118,11 +118,11 @@ pub struct PathsInfo {
 
 /// `POST /capabilities/check` request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CheckRequest {
     /// Endpoint id.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schemars(example = &"files_stat"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"files_stat"))]
     pub endpoint: String,
     /// One path to check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,7 +137,7 @@ pub struct CheckRequest {
 
 /// `POST /capabilities/check` answer: the decision the server would make.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Decision {
     /// Endpoint id.
     pub endpoint: String,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// `{"error", "type", "code"?, "endpoint"?, "rule"?, "scope"?, "limit"?, "retry_after"?}`:
 /// the reference server's error shape, which its client turns into typed exceptions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     /// Human-readable message.
     pub error: String,

@@ -17,21 +17,21 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
 
 /// A query with just a path (`files_stat`, `files_delete`, downloads).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PathQuery {
     /// The path, absolute or relative to the base directory.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schemars(example = &"hello.txt"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"hello.txt"))]
     pub path: Option<String>,
 }
 
 /// `GET /files/list` query. Numbers are parsed leniently (a bad one means the default).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ListQuery {
     /// Directory to list.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schemars(example = &"."))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"."))]
     pub path: Option<String>,
     /// `true`/`yes`/`1` to enter subdirectories.
     #[serde(default)]
@@ -46,7 +46,7 @@ pub struct ListQuery {
 
 /// `GET /files/list` answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ListResponse {
     /// Entries, each directory's in the order the file system yields them,
     /// a subdirectory's entries right after it.
@@ -55,7 +55,7 @@ pub struct ListResponse {
 
 /// One listed entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct FileEntry {
     /// File name.
     pub name: String,
@@ -73,7 +73,7 @@ pub struct FileEntry {
 
 /// `GET /files/stat` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct FileInfo {
     /// File name.
     pub name: String,
@@ -115,17 +115,17 @@ impl FileInfo {
 
 /// `POST /files/mkdir` body.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct MkdirRequest {
     /// Directory to make, with its parents.
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"new/dir"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"new/dir"))]
     pub path: Option<String>,
 }
 
 /// `POST /files/mkdir` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct MkdirResponse {
     /// Resolved path.
     pub path: String,
@@ -135,7 +135,7 @@ pub struct MkdirResponse {
 
 /// `DELETE /files` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct DeleteResponse {
     /// Resolved path.
     pub path: String,
@@ -145,21 +145,21 @@ pub struct DeleteResponse {
 
 /// `POST /files/move` body.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct MoveRequest {
     /// Path to move.
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"hello.txt"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"hello.txt"))]
     pub source: Option<String>,
     /// New path; an existing directory receives the source inside it.
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"moved.txt"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"moved.txt"))]
     pub destination: Option<String>,
 }
 
 /// `POST /files/move` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct MoveResponse {
     /// Resolved source.
     pub source: String,
@@ -169,15 +169,15 @@ pub struct MoveResponse {
 
 /// `POST /files/search` body.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SearchRequest {
     /// Directory to search.
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"."))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"."))]
     pub path: Option<String>,
     /// Shell-style glob on file names (`*.py`).
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"*.txt"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"*.txt"))]
     pub pattern: Option<String>,
     /// Deepest directory level searched (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,7 +195,7 @@ pub struct SearchRequest {
 
 /// `POST /files/search` answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SearchResponse {
     /// Matches, in walk order.
     pub results: Vec<SearchHit>,
@@ -205,7 +205,7 @@ pub struct SearchResponse {
 
 /// One search match.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SearchHit {
     /// File name.
     pub name: String,
@@ -218,7 +218,7 @@ pub struct SearchHit {
 
 /// A content match.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct LineMatch {
     /// 1-based line number.
     pub line: u64,
@@ -228,19 +228,19 @@ pub struct LineMatch {
 
 /// `POST /files/upload-stream` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct UploadRequest {
     /// Destination path.
-    #[cfg_attr(feature = "openapi", schemars(example = &"upload.txt"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"upload.txt"))]
     pub path: String,
     /// The content, standard base64 with padding (empty for an empty file).
-    #[cfg_attr(feature = "openapi", schemars(example = &"aGVsbG8K"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"aGVsbG8K"))]
     pub content_base64: String,
 }
 
 /// Answer of an upload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct TransferResponse {
     /// Resolved path written.
     pub path: String,
@@ -253,7 +253,7 @@ pub struct TransferResponse {
 
 /// `GET /files/download-stream` answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct DownloadResponse {
     /// Resolved path read.
     pub path: String,
@@ -265,7 +265,7 @@ pub struct DownloadResponse {
 
 /// `POST /files/archive` body.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ArchiveRequest {
     /// Files and directories to pack.
     #[serde(default)]
@@ -277,7 +277,7 @@ pub struct ArchiveRequest {
 
 /// `POST /files/archive` answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ArchiveResponse {
     /// The archive, standard base64.
     pub content_base64: String,
@@ -289,11 +289,11 @@ pub struct ArchiveResponse {
 
 /// `GET /files/watch` query.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct WatchQuery {
     /// Directory to watch.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schemars(example = &"."))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"."))]
     pub path: Option<String>,
     /// `true`/`yes`/`1` to watch subdirectories too.
     #[serde(default)]
@@ -308,7 +308,7 @@ pub struct WatchQuery {
 
 /// A `change` event of `GET /files/watch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct WatchEvent {
     /// `created`, `modified` or `deleted`.
     #[serde(rename = "type")]
@@ -324,11 +324,11 @@ pub struct WatchEvent {
 
 /// `PUT /files/content` and `GET /files/uploads` query.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ContentQuery {
     /// Destination path.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schemars(example = &"upload.bin"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"upload.bin"))]
     pub path: Option<String>,
     /// Resumable upload: where this body starts (0 starts or restarts the upload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -343,7 +343,7 @@ pub struct ContentQuery {
 
 /// State of a resumable upload (`GET /files/uploads`, and `PUT` before the last byte).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct UploadStatus {
     /// Resolved destination.
     pub path: String,
@@ -357,7 +357,7 @@ pub struct UploadStatus {
 
 /// `DELETE /files/uploads` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct UploadCancelled {
     /// Resolved destination.
     pub path: String,

@@ -12,11 +12,11 @@ use serde_json::Value;
 /// As the reference, `command` is split shell-style into argv and run
 /// without a shell; `shell: true` (ours) runs it with `/bin/sh -c` instead.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ExecRequest {
     /// The command line (a missing or non-string value reads as empty).
     #[serde(default, deserialize_with = "lenient_string")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"echo hello"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"echo hello"))]
     pub command: String,
     /// Working directory (default: the base directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ fn truthy<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// `POST /shell` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ShellResult {
     /// Standard output (invalid UTF-8 replaced).
     pub stdout: String,
@@ -101,7 +101,7 @@ pub struct ShellResult {
 
 /// One server-sent event of `POST /shell/stream`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum ShellEvent {
     /// A line of standard output (without its newline).
@@ -167,7 +167,7 @@ impl ShellEvent {
 
 /// `POST /process/start` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct Started {
     /// The process id.
     pub pid: i32,
@@ -177,7 +177,7 @@ pub struct Started {
 
 /// A process the server started (`GET /process/list`, `GET /process/{pid}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ProcessInfo {
     /// The process id.
     pub pid: i32,
@@ -193,7 +193,7 @@ pub struct ProcessInfo {
 
 /// `GET /process/list` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ProcessList {
     /// Running processes, and exited ones for a while after they exit.
     pub processes: Vec<ProcessInfo>,
@@ -201,11 +201,11 @@ pub struct ProcessList {
 
 /// `POST /process/{pid}/signal` body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SignalRequest {
     /// The signal number (an integer or numeric string).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schemars(example = 15))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = 15))]
     pub signal: Option<Value>,
 }
 
@@ -218,7 +218,7 @@ impl SignalRequest {
 
 /// `POST /process/{pid}/signal` answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SignalResult {
     /// The process id.
     pub pid: i32,
@@ -228,11 +228,11 @@ pub struct SignalResult {
 
 /// `POST /process/{pid}/stdin` body: `data` (text) or `data_base64` (bytes), and/or `eof`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct StdinRequest {
     /// Text to write (UTF-8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"hello\n"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"hello\n"))]
     pub data: Option<Value>,
     /// Bytes to write, base64-encoded; wins over `data`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,7 +244,7 @@ pub struct StdinRequest {
 
 /// `POST /process/{pid}/stdin` answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct StdinResult {
     /// The process id.
     pub pid: i32,
@@ -256,7 +256,7 @@ pub struct StdinResult {
 
 /// `GET /process/{pid}/output` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct OutputQuery {
     /// The cursor: the `next` of the previous answer (default 0, the oldest retained).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,7 +268,7 @@ pub struct OutputQuery {
 
 /// One captured chunk of `GET /process/{pid}/output`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct OutputEvent {
     /// Position across both streams; pass `next` as `since` to continue.
     pub seq: u64,
@@ -283,7 +283,7 @@ pub struct OutputEvent {
 
 /// `GET /process/{pid}/output` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ProcessOutput {
     /// The process id.
     pub pid: i32,

@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 /// `POST /pty/sessions` body, as the companion client sends it (the server
 /// also takes the reference's looser forms: numbers as strings and so on).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtyCreateRequest {
     /// Absolute path of the shell (default `/bin/bash`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"/bin/sh"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"/bin/sh"))]
     pub shell: Option<String>,
     /// Terminal width (default 80).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -27,7 +27,7 @@ pub struct PtyCreateRequest {
 
 /// Answer of `POST /pty/sessions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtyCreated {
     /// The session id.
     pub session_id: String,
@@ -39,7 +39,7 @@ pub struct PtyCreated {
 
 /// One terminal session (`GET /pty/sessions/{id}`, list entries, resize answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtySessionInfo {
     /// The session id.
     pub id: String,
@@ -66,7 +66,7 @@ pub struct PtySessionInfo {
 
 /// Answer of `GET /pty/sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtySessionList {
     /// Sessions, oldest first.
     pub sessions: Vec<PtySessionInfo>,
@@ -74,7 +74,7 @@ pub struct PtySessionList {
 
 /// `POST /pty/sessions/{id}/resize` body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtyResizeRequest {
     /// New width.
     pub cols: u16,
@@ -84,7 +84,7 @@ pub struct PtyResizeRequest {
 
 /// Answer of `DELETE /pty/sessions/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtyClosed {
     /// Always `closed`.
     pub status: String,
@@ -94,7 +94,7 @@ pub struct PtyClosed {
 
 /// A message the client sends on the WebSocket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum PtyClientMessage {
     /// Keystrokes or text for the terminal.
@@ -119,7 +119,7 @@ pub enum PtyClientMessage {
 /// A message the server sends on the WebSocket: `output` (terminal text in
 /// `data`) or `event` (`started`, `exited`, `skipped`, `error`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PtyMessage {
     /// `output` or `event`.
     #[serde(rename = "type")]

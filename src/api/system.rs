@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /system/info`: what this machine is.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SystemInfo {
     /// Kernel name (`Linux`).
     pub os: String,
@@ -48,7 +48,7 @@ pub struct SystemInfo {
 
 /// `GET /system/metrics`: current load and use.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct SystemMetrics {
     /// Load average over 1 minute.
     pub cpu_load_1m: f64,
@@ -92,7 +92,7 @@ pub struct SystemMetrics {
 /// this cgroup or any ancestor up to the mounted root; a `null` reading
 /// means the controller is not available.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct CgroupStats {
     /// 2 or 1.
     pub version: u8,
@@ -121,7 +121,7 @@ pub struct CgroupStats {
 
 /// `GET /env` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EnvQuery {
     /// Comma-separated names to return; all when absent or empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +130,7 @@ pub struct EnvQuery {
 
 /// `GET /env` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EnvVariables {
     /// Visible variables by name.
     pub variables: BTreeMap<String, String>,
@@ -142,7 +142,7 @@ pub struct EnvVariables {
 /// included) or a non-string value with the reference's messages; a body
 /// without `vars` sets nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EnvSetRequest {
     /// The assignments.
     #[serde(default = "empty_object")]
@@ -163,7 +163,7 @@ impl EnvSetRequest {
 
 /// `POST /env` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct EnvUpdated {
     /// Names set, sorted.
     pub updated: Vec<String>,
@@ -171,7 +171,7 @@ pub struct EnvUpdated {
 
 /// `GET /ports` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PortList {
     /// Listening TCP sockets.
     pub listening: Vec<ListeningPort>,
@@ -179,7 +179,7 @@ pub struct PortList {
 
 /// One listening TCP socket.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct ListeningPort {
     /// Port number.
     pub port: u16,
@@ -196,17 +196,17 @@ pub struct ListeningPort {
 
 /// `GET /packages` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PackagesQuery {
     /// `pip` (default), `npm` or `dpkg`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schemars(example = &"dpkg"))]
+    #[cfg_attr(any(test, feature = "openapi"), schemars(example = &"dpkg"))]
     pub manager: Option<String>,
 }
 
 /// `GET /packages` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PackageList {
     /// The manager asked.
     pub manager: String,
@@ -216,7 +216,7 @@ pub struct PackageList {
 
 /// One installed package.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(any(test, feature = "openapi"), derive(schemars::JsonSchema))]
 pub struct PackageInfo {
     /// Package name.
     pub name: String,

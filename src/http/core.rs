@@ -41,7 +41,7 @@ pub async fn check(
     Ok(Json(app.engine.check(grant.identity(), &body.endpoint, &paths, op, &|ep| app.served(ep))))
 }
 
-/// `GET /openapi.json`: this port's OpenAPI document (built on the first call, then kept).
+/// `GET /openapi.json`: this port's OpenAPI document (the committed `docs/openapi.json`, embedded).
 pub async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], crate::openapi::document())
 }

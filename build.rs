@@ -1,0 +1,50 @@
+//! Link order of the static release daemon: the functions run at start,
+//! on one `/health` and at idle go first in the text, together.
+//!
+//! The kernel maps 64 KB around every page a process touches, so code run
+//! at start that is spread over the whole text made most of it resident
+//! (idle RSS 9.5 MiB, 8 of it the binary's pages). `link/startup-<arch>.order`
+//! lists those functions (mangled, written by `scripts/link-order`); a
+//! static (musl) release build of the daemon links with the toolchain's
+//! lld and `--symbol-ordering-file` of that list. Any other build (debug,
+//! glibc, no list for the arch, no lld in the toolchain) is linked as
+//! before. A stale list (another toolchain or dependency versions) only
+//! orders fewer functions; it never fails the link.
+
+// A build script has no reaper to spawn through; waiting on `rustc --print sysroot` is fine.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let arch = var("CARGO_CFG_TARGET_ARCH");
+    let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("link").join(format!("startup-{arch}.order"));
+    println!("cargo:rerun-if-changed={}", order.display());
+    let wanted = var("PROFILE") == "release"
+        && var("CARGO_CFG_TARGET_ENV") == "musl"
+        && std::env::var_os("CARGO_FEATURE_SERVER").is_some()
+        && order.is_file();
+    if !wanted {
+        return;
+    }
+    let Some(lld) = toolchain_lld(&var("RUSTC"), &var("HOST")) else {
+        println!("cargo:warning=no lld in the toolchain: the daemon is linked without its startup order");
+        return;
+    };
+    let bin = "agent-sandbox-server";
+    println!("cargo:rustc-link-arg-bin={bin}=-B{}", lld.display());
+    println!("cargo:rustc-link-arg-bin={bin}=-fuse-ld=lld");
+    println!("cargo:rustc-link-arg-bin={bin}=-Wl,--symbol-ordering-file={}", order.display());
+    println!("cargo:rustc-link-arg-bin={bin}=-Wl,--no-warn-symbol-ordering");
+}
+
+/// The directory of the toolchain's `ld.lld` wrapper for `cc -fuse-ld=lld` (rustup ships it).
+fn toolchain_lld(rustc: &str, host: &str) -> Option<PathBuf> {
+    let out = Command::new(rustc).args(["--print", "sysroot"]).output().ok()?;
+    let sysroot = String::from_utf8(out.stdout).ok()?;
+    let dir = Path::new(sysroot.trim()).join("lib/rustlib").join(host).join("bin/gcc-ld");
+    dir.join("ld.lld").is_file().then_some(dir)
+}
