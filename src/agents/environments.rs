@@ -299,9 +299,12 @@ impl Resources {
         let (updated, _) = self.with_contents(
             || {
                 let files = files.map(|f| self.template_files(owner, f)).transpose()?;
+                // What no template may name afterwards: the files replaced, or the new
+                // ones when there is no such template (their bytes were just kept).
                 let replaced = match (&files, self.templates.get(owner, id)) {
                     (Some(_), Some(old)) => contents_of(&old.data),
-                    _ => Vec::new(),
+                    (Some(new), None) => new.iter().map(|f| f.content.clone()).collect(),
+                    (None, _) => Vec::new(),
                 };
                 let updated = self.templates.update(owner, id, |t| {
                     if let Some(name) = name {
@@ -369,6 +372,16 @@ mod tests {
         let replaced = resources.update_template("o", &c.id, None, None, Some(&[inline(b"new")])).expect("replace");
         assert!(!kept(&c), "the replaced file's bytes are gone");
         assert!(kept(&replaced));
+
+        let unknown = resources.update_template("o", "envtmpl_missing", None, None, Some(&[inline(b"stray")]));
+        assert!(unknown.is_err(), "no such template");
+        let left: Vec<_> = std::fs::read_dir(state.path().join("content"))
+            .expect("content")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let expected = std::ffi::OsString::from(&replaced.data.files[0].content);
+        assert_eq!(left, [expected], "the bytes kept for a template that is not there are not left behind");
     }
 
     #[test]
