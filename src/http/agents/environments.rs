@@ -241,8 +241,13 @@ pub async fn templates_list(
 }
 
 /// `DELETE /v1/agents/environments/templates/{environment_template_id}`.
+///
+/// On the blocking pool: it removes the template's file bytes, and waits
+/// for an environment that may be copying them.
 pub async fn templates_delete(State(app): State<AppState>, grant: Grant, Path(id): Path<String>) -> Answer {
-    let deleted = runtime(&app).await.resources.delete_template(owner(&grant), &id)?;
+    let agents: Arc<Agents> = runtime(&app).await;
+    let (owner, wanted) = (owner(&grant).to_string(), id.clone());
+    let deleted = blocking(move || agents.resources.delete_template(&owner, &wanted).map_err(refuse)).await?;
     deleted.ok_or_else(|| template_not_found(&id))?;
     Ok(Json(template_deleted(&id)))
 }
