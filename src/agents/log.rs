@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::turn::{Item, TurnSummary};
+use super::turn::{Item, TurnSummary, Usage};
 
 /// Events kept in memory per session.
 pub const RING_EVENTS: usize = 4096;
@@ -46,10 +46,18 @@ pub enum DeltaKind {
 pub enum EventKind {
     /// The session has work (a turn was queued while it was idle).
     #[serde(rename = "session.in_progress")]
-    SessionInProgress,
+    SessionInProgress {
+        /// The session's usage then (absent in journals written before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
     /// The session has nothing left to run.
     #[serde(rename = "session.idle")]
-    SessionIdle,
+    SessionIdle {
+        /// The session's usage then (absent in journals written before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
     /// A turn was queued.
     #[serde(rename = "turn.queued")]
     TurnQueued {
@@ -444,6 +452,18 @@ mod tests {
     }
 
     #[test]
+    fn session_events_of_older_journals_still_read() {
+        let old: EventKind = serde_json::from_str(r#"{"type":"session.idle"}"#).expect("old form");
+        assert_eq!(old, EventKind::SessionIdle { usage: None });
+        let usage = Usage { input_tokens: 3, output_tokens: 4, ..Usage::default() };
+        let kept = EventKind::SessionInProgress { usage: Some(usage) };
+        let text = serde_json::to_string(&kept).expect("serialise");
+        assert_eq!(serde_json::from_str::<EventKind>(&text).expect("new form"), kept);
+        let none = serde_json::to_string(&EventKind::SessionIdle { usage: None }).expect("serialise");
+        assert_eq!(none, r#"{"type":"session.idle"}"#);
+    }
+
+    #[test]
     fn readers_resume_from_any_cursor_in_memory() {
         let log = EventLog::in_memory();
         log_text(&log, 5);
@@ -482,7 +502,7 @@ mod tests {
         // After a restart the numbering continues and the old events are still there.
         let log = EventLog::on_disk(&path).expect("reopen");
         assert_eq!(log.last_seq(), total as u64);
-        log.append(None, EventKind::SessionIdle);
+        log.append(None, EventKind::SessionIdle { usage: None });
         let Read::OnDisk(read) = log.read(0, 2) else { panic!("old events are on disk") };
         assert_eq!(seqs(&read.run().expect("disk")), [1, 2]);
     }

@@ -148,6 +148,17 @@ impl State {
         self.turns.iter_mut().find(|t| t.id == id)
     }
 
+    /// The sum of its turns' usage, if any reported some.
+    pub fn usage(&self) -> Option<Usage> {
+        let mut usage: Option<Usage> = None;
+        for turn in &self.turns {
+            if let Some(u) = &turn.usage {
+                usage.get_or_insert_with(Usage::default).add_usage(u);
+            }
+        }
+        usage
+    }
+
     /// `in_progress` while a turn runs or waits, else `idle`.
     pub fn status(&self) -> &'static str {
         if self.active.is_some() || !self.queue.is_empty() {
@@ -260,12 +271,6 @@ impl Session {
     /// What the wire shows of it now.
     pub fn view(&self) -> SessionView {
         let state = self.lock();
-        let mut usage: Option<Usage> = None;
-        for turn in &state.turns {
-            if let Some(u) = &turn.usage {
-                usage.get_or_insert_with(Usage::default).add_usage(u);
-            }
-        }
         SessionView {
             id: self.id.clone(),
             created_at: self.created_at,
@@ -274,7 +279,7 @@ impl Session {
             spec: state.spec.clone(),
             meta: state.meta.clone(),
             metadata: state.metadata.clone(),
-            usage,
+            usage: state.usage(),
             native_session_id: state.native_session_id.clone(),
         }
     }

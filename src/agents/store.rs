@@ -70,14 +70,15 @@ fn load(dir: &Path) -> std::io::Result<Option<Session>> {
             turn.error = Some(Failure::new("internal_error", "server restarted while the turn was running"));
             interrupted.push(turn.summary());
         }
-        interrupted
+        (interrupted, state.usage())
     };
+    let (interrupted, usage) = interrupted;
     if !interrupted.is_empty() {
         for turn in interrupted {
             let id = turn.id.clone();
             session.log.append(Some(&id), EventKind::TurnEnded { turn });
         }
-        session.log.append(None, EventKind::SessionIdle);
+        session.log.append(None, EventKind::SessionIdle { usage });
         session.log.flush();
     }
     journal::rewrite(&journal_path, &compacted(&session, header))?;

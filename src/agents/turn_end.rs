@@ -29,7 +29,7 @@ pub(crate) fn finish(session: &Session, state: &mut State, turn_id: &str, status
 pub(crate) fn finish_unrun(session: &Session, state: &mut State, turn_id: &str, status: TurnStatus) {
     finish(session, state, turn_id, status, None);
     if !state.worker_running && state.active.is_none() && state.queue.is_empty() && !state.closed {
-        session.emit(None, EventKind::SessionIdle);
+        session.emit(None, EventKind::SessionIdle { usage: state.usage() });
     }
 }
 

@@ -90,7 +90,7 @@ impl Agents {
         let start = !state.worker_running;
         if start {
             state.worker_running = true;
-            session.emit(None, EventKind::SessionInProgress);
+            session.emit(None, EventKind::SessionInProgress { usage: state.usage() });
         }
         session.emit(Some(&turn.id), EventKind::TurnQueued { turn: turn.summary() });
         drop(state);
@@ -175,7 +175,7 @@ impl Agents {
                         state.worker_running = false;
                         state.active = None;
                         if !state.closed {
-                            session.emit(None, EventKind::SessionIdle);
+                            session.emit(None, EventKind::SessionIdle { usage: state.usage() });
                         }
                         None
                     }

@@ -42,11 +42,13 @@ impl Webhooks {
         while let Some(batch) = events.next(BATCH).await {
             for event in batch {
                 match &event.kind {
-                    EventKind::SessionInProgress => self.emit(&owner, "agent.session.in_progress", &session.id, env),
+                    EventKind::SessionInProgress { .. } => {
+                        self.emit(&owner, "agent.session.in_progress", &session.id, env)
+                    }
                     EventKind::TurnEnded { turn } if turn.status == TurnStatus::Failed => {
                         self.emit(&owner, "agent.session.failed", &session.id, env);
                     }
-                    EventKind::SessionIdle => {
+                    EventKind::SessionIdle { .. } => {
                         self.emit(&owner, "agent.session.idle", &session.id, env);
                         if self.done(&session, event.seq) {
                             return;

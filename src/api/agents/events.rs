@@ -71,10 +71,12 @@ pub fn map(event: &Event, view: &SessionView) -> Vec<WireEvent> {
         Value::Object(map)
     };
     match &event.kind {
-        EventKind::SessionInProgress => {
-            add("agent.session.in_progress", json!({"session": SessionObject::new(view, Some("in_progress"))}));
+        EventKind::SessionInProgress { usage } => {
+            add("agent.session.in_progress", json!({"session": SessionObject::then(view, "in_progress", usage)}));
         }
-        EventKind::SessionIdle => add("agent.session.idle", json!({"session": SessionObject::new(view, Some("idle"))})),
+        EventKind::SessionIdle { usage } => {
+            add("agent.session.idle", json!({"session": SessionObject::then(view, "idle", usage)}));
+        }
         EventKind::TurnQueued { turn } | EventKind::TurnStarted { turn } | EventKind::TurnEnded { turn } => {
             let kind = match (&event.kind, turn.status) {
                 (EventKind::TurnQueued { .. }, _) => "agent.session.turn.created",
@@ -170,7 +172,7 @@ pub fn map(event: &Event, view: &SessionView) -> Vec<WireEvent> {
 
 /// Whether `event` is a `session.idle` (a stream may end after it when caught up).
 pub fn is_idle(event: &Event) -> bool {
-    matches!(event.kind, EventKind::SessionIdle)
+    matches!(event.kind, EventKind::SessionIdle { .. })
 }
 
 /// Reads `after` of the events query: a sequence number or `evt_<seq>[...]`.

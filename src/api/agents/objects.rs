@@ -102,8 +102,8 @@ pub struct SessionObject {
 }
 
 impl SessionObject {
-    /// The object for `view`, with `status` when given (events force it).
-    pub fn new(view: &SessionView, status: Option<&'static str>) -> Self {
+    /// The object for `view`, as it is now.
+    pub fn new(view: &SessionView) -> Self {
         let meta = &view.meta;
         let spec = &view.spec;
         SessionObject {
@@ -132,11 +132,19 @@ impl SessionObject {
             last_active_at: secs(view.last_active_at),
             metadata: view.metadata.clone(),
             required_actions: Vec::new(),
-            status: status.unwrap_or(view.status),
+            status: view.status,
             usage: view.usage.as_ref().map(UsageObject::from),
             vault_ids: meta.vault_ids.clone(),
             x_agent_sandbox: Label::process(&["queued_not_steered", "usage_adapter_best_effort"]),
         }
+    }
+
+    /// The object a session event carries: the session now, with the status
+    /// and usage it had when the event happened, so an event reads the same
+    /// whenever a subscriber reads it (the reference renders usage as it is
+    /// at reading time).
+    pub fn then(view: &SessionView, status: &'static str, usage: &Option<Usage>) -> Self {
+        SessionObject { status, usage: usage.as_ref().map(UsageObject::from), ..SessionObject::new(view) }
     }
 }
 

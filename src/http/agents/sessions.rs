@@ -39,7 +39,7 @@ pub async fn sessions_create(
     if !prompt.is_empty() {
         agents.submit(&session, TurnInput { prompt, ..TurnInput::default() })?;
     }
-    Ok(Json(SessionObject::new(&session.view(), None)))
+    Ok(Json(SessionObject::new(&session.view())))
 }
 
 /// Reads the agent, environment and vaults of a create request into a session plan.
@@ -149,11 +149,8 @@ pub async fn sessions_list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<crate::api::agents::Page<SessionObject>>> {
     let agents = runtime(&app).await;
-    let mut objects: Vec<SessionObject> = agents
-        .sessions(owner(&grant), SessionKind::Session)
-        .iter()
-        .map(|s| SessionObject::new(&s.view(), None))
-        .collect();
+    let mut objects: Vec<SessionObject> =
+        agents.sessions(owner(&grant), SessionKind::Session).iter().map(|s| SessionObject::new(&s.view())).collect();
     if let Some(agent_id) = query.agent_id.as_deref().filter(|a| !a.is_empty()) {
         objects.retain(|o| o.agent.id == agent_id);
     }
@@ -167,7 +164,7 @@ pub async fn sessions_get(
     Path(id): Path<String>,
 ) -> Result<Json<SessionObject>> {
     let session = runtime(&app).await.session(owner(&grant), &id)?;
-    Ok(Json(SessionObject::new(&session.view(), None)))
+    Ok(Json(SessionObject::new(&session.view())))
 }
 
 /// `POST /v1/agents/sessions/{id}`: only `metadata` can change.
@@ -189,7 +186,7 @@ pub async fn sessions_update(
     if let Some(raw) = body.get("metadata") {
         session.set_metadata(requests::metadata_strict(raw, "metadata")?);
     }
-    Ok(Json(SessionObject::new(&session.view(), None)))
+    Ok(Json(SessionObject::new(&session.view())))
 }
 
 /// `DELETE /v1/agents/sessions/{id}`: ends its turns and removes it.
