@@ -170,3 +170,41 @@ proptest! {
         }
     }
 }
+
+/// The descriptor the fast path keeps of a root serves only while the root's
+/// path still names that directory: a root renamed away (and made again, or
+/// not) is never answered from.
+#[test]
+fn the_fast_path_follows_a_root_replaced_under_its_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let top = dir.path().canonicalize().expect("canonical");
+    let root = top.join("root");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::write(root.join("f"), b"old").expect("write");
+    let rules = compile(&[], true).expect("rules");
+    let rule = rules.iter().find(|r| r.endpoint.id == "files_stat").expect("files_stat");
+    let guard = PathGuard::new(&root, rule);
+    let size = |fd: &std::os::fd::OwnedFd| nix::sys::stat::fstat(fd).expect("fstat").st_size;
+    let slow = |raw: &str| {
+        let target = safe::resolve(&guard, raw, Op::Read, "").expect("resolve");
+        safe::open(&guard, &target, OFlag::O_PATH, Mode::empty(), Op::Read)
+    };
+    // The ordinary path learns the root; the fast path then answers.
+    assert_eq!(size(&slow("f").expect("open")), 3);
+    let (_, fd) = safe::open_plain(&guard, "f", Op::Read).expect("the fast path applies");
+    assert_eq!(size(&fd), 3);
+
+    std::fs::rename(&root, top.join("moved")).expect("rename");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::write(root.join("f"), b"newer").expect("write");
+    if let Some((_, fd)) = safe::open_plain(&guard, "f", Op::Read) {
+        assert_eq!(size(&fd), 5, "answered from the root renamed away");
+    }
+    assert_eq!(size(&slow("f").expect("open")), 5);
+    let (_, fd) = safe::open_plain(&guard, "f", Op::Read).expect("the new root is learnt");
+    assert_eq!(size(&fd), 5);
+
+    std::fs::rename(&root, top.join("moved again")).expect("rename");
+    assert!(safe::open_plain(&guard, "f", Op::Read).is_none(), "answered from the root renamed away");
+    assert!(slow("f").is_err());
+}

@@ -34,8 +34,21 @@ static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 /// Roots seen on a local disk file system, where a metadata lookup does not
 /// wait on a network or a FUSE daemon (see [`open_plain`]); the most recent
 /// [`MAX_LOCAL_ROOTS`].
-static LOCAL_ROOTS: RwLock<Vec<PathBuf>> = RwLock::new(Vec::new());
+static LOCAL_ROOTS: RwLock<Vec<LocalRoot>> = RwLock::new(Vec::new());
 const MAX_LOCAL_ROOTS: usize = 64;
+
+/// A root on a local disk, with a descriptor of it kept open for
+/// [`open_plain`]: opening the root by name was the dearest system call of a
+/// `stat` (a walk from `/`, a file allocated, `close`). The descriptor is
+/// used only while the root's path still names the same directory (same
+/// device and inode, which the open descriptor keeps from being reused), so
+/// a root renamed away, replaced or mounted over is opened afresh.
+struct LocalRoot {
+    path: PathBuf,
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+}
 
 /// A path the guard resolved and authorised, with the root it lies under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,11 +117,16 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
         return None;
     }
     let (path, root) = guard.plain(raw, op)?;
-    if !LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner).iter().any(|r| r == root) {
+    let roots = LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner);
+    let local = roots.iter().find(|r| r.path.as_os_str() == root.as_os_str())?;
+    // One lookup of the root by name, cheaper than an open: does it still name the directory kept?
+    let now = nix::sys::stat::lstat(root).ok()?;
+    if (now.st_dev, now.st_ino) != (local.dev, local.ino) {
+        drop(roots);
+        forget_root(root);
         return None;
     }
     let target = Resolved { path, root: root.to_path_buf() };
-    let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()).ok()?;
     let relative = if target.is_root() { Path::new(".") } else { target.relative() };
     // No O_NOFOLLOW: with O_PATH it would open a trailing symlink itself;
     // without it, RESOLVE_NO_SYMLINKS refuses a symlink there too (ELOOP).
@@ -118,7 +136,8 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
             | ResolveFlag::RESOLVE_NO_MAGICLINKS
             | ResolveFlag::RESOLVE_NO_XDEV,
     );
-    let fd = openat2(&root_fd, relative, how).ok()?;
+    let fd = openat2(&local.fd, relative, how).ok()?;
+    drop(roots);
     // The kernel ends a RESOLVE_BENEATH walk by checking that the object is
     // still under the root (EXDEV if a rename carried it out mid-walk), so
     // the descriptor needs reading back only where a deny pattern could
@@ -129,12 +148,14 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
     Some((target, fd))
 }
 
-/// Notes whether the root open at `root_fd` is on a local disk file system.
+/// Notes whether the root open at `root_fd` is on a local disk file system,
+/// and keeps a descriptor of it if so.
 fn learn_root(root: &Path, root_fd: &OwnedFd) {
     use nix::sys::statfs::{fstatfs, BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, TMPFS_MAGIC};
     /// XFS and ZFS, which nix does not name.
     const OTHER_LOCAL: [u64; 2] = [0x5846_5342, 0x2fc1_2fc1];
-    if LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner).iter().any(|r| r == root) {
+    let known = |roots: &[LocalRoot]| roots.iter().any(|r| r.path.as_os_str() == root.as_os_str());
+    if known(&LOCAL_ROOTS.read().unwrap_or_else(PoisonError::into_inner)) {
         return;
     }
     let Ok(fs) = fstatfs(root_fd) else { return };
@@ -142,14 +163,26 @@ fn learn_root(root: &Path, root_fd: &OwnedFd) {
     // ext2 and ext3 share ext4's magic number.
     let local = [EXT4_SUPER_MAGIC, BTRFS_SUPER_MAGIC, TMPFS_MAGIC, OVERLAYFS_SUPER_MAGIC].contains(&kind)
         || u64::try_from(kind.0).is_ok_and(|magic| OTHER_LOCAL.contains(&magic));
+    if !local {
+        return;
+    }
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(fd) = openat(root_fd, ".", flags, Mode::empty()) else { return };
+    let Ok(st) = nix::sys::stat::fstat(&fd) else { return };
     let mut roots = LOCAL_ROOTS.write().unwrap_or_else(PoisonError::into_inner);
-    if local && !roots.iter().any(|r| r == root) {
+    if !known(&roots) {
         // The oldest is forgotten first (a policy has a few roots; reloads may bring others).
         if roots.len() >= MAX_LOCAL_ROOTS {
             roots.remove(0);
         }
-        roots.push(root.to_path_buf());
+        roots.push(LocalRoot { path: root.to_path_buf(), fd, dev: st.st_dev, ino: st.st_ino });
     }
+}
+
+/// Drops the descriptor kept of `root` (its path names another directory
+/// now); the next [`open_beneath`] of it learns it afresh.
+fn forget_root(root: &Path) {
+    LOCAL_ROOTS.write().unwrap_or_else(PoisonError::into_inner).retain(|r| r.path.as_os_str() != root.as_os_str());
 }
 
 /// Opens the directory holding `target` and returns it with the final name.
