@@ -68,6 +68,9 @@ impl Op {
 pub struct PathRules {
     /// Lexically normalised roots; the first resolves relative paths.
     roots: Vec<Root>,
+    /// Every root's `(lexical, real)`, once all of them exist: what each
+    /// guard shares rather than copies.
+    resolved: OnceLock<Arc<[(PathBuf, PathBuf)]>>,
     deny: DenyList,
     read_only: bool,
     symlinks: SymlinkMode,
@@ -80,6 +83,7 @@ impl PathRules {
             if rule.allow.is_empty() { vec![base_dir] } else { rule.allow.iter().map(PathBuf::as_path).collect() };
         PathRules {
             roots: raw_roots.into_iter().map(|r| Root { lexical: normalize(r), real: OnceLock::new() }).collect(),
+            resolved: OnceLock::new(),
             deny: DenyList::compile(rule.deny.iter().map(String::as_str), &SYSTEM_DENY),
             read_only: rule.read_only,
             symlinks: rule.symlinks,
@@ -116,7 +120,7 @@ impl Root {
 #[derive(Debug, Clone)]
 pub struct PathGuard {
     /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
-    roots: Vec<(PathBuf, PathBuf)>,
+    roots: Arc<[(PathBuf, PathBuf)]>,
     rules: Arc<PathRules>,
 }
 
@@ -128,7 +132,16 @@ impl PathGuard {
 
     /// A guard from compiled rules.
     pub fn from_rules(rules: Arc<PathRules>) -> Self {
-        let roots = rules.roots.iter().map(Root::resolve).collect();
+        let roots = match rules.resolved.get() {
+            Some(roots) => Arc::clone(roots),
+            None => {
+                let roots: Arc<[(PathBuf, PathBuf)]> = rules.roots.iter().map(Root::resolve).collect();
+                if rules.roots.iter().all(|r| r.real.get().is_some()) {
+                    let _ = rules.resolved.set(Arc::clone(&roots));
+                }
+                roots
+            }
+        };
         PathGuard { roots, rules }
     }
 
