@@ -64,6 +64,40 @@ async fn the_document_is_served_behind_credentials_and_is_the_committed_one() {
     assert_eq!(doc["components"]["securitySchemes"]["accessToken"]["name"], "X-Access-Token");
 }
 
+/// A client that accepts gzip gets the embedded compressed bytes; they inflate to the committed document.
+#[tokio::test]
+async fn a_client_that_accepts_gzip_gets_the_document_gzip_encoded() {
+    use std::io::Read;
+    let server = common::start();
+    let get = |accept: &'static str| {
+        server
+            .http()
+            .get(server.at("/openapi.json"))
+            .bearer_auth(common::TOKEN)
+            .header("Accept-Encoding", accept)
+            .send()
+    };
+    let committed = std::fs::read(COMMITTED).expect("docs/openapi.json");
+
+    let response = get("gzip, deflate").await.expect("get");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    assert_eq!(response.headers()["vary"], "Accept-Encoding");
+    let compressed = response.bytes().await.expect("body");
+    assert!(compressed.len() * 4 < committed.len(), "{} bytes compressed", compressed.len());
+    let mut inflated = Vec::new();
+    flate2::read::GzDecoder::new(&compressed[..]).read_to_end(&mut inflated).expect("gzip");
+    assert!(inflated == committed, "the inflated document is not docs/openapi.json");
+
+    for accept in ["identity", "gzip;q=0", "br"] {
+        let response = get(accept).await.expect("get");
+        assert_eq!(response.status(), 200, "{accept}");
+        assert!(response.headers().get("content-encoding").is_none(), "{accept}");
+        assert!(response.bytes().await.expect("body") == committed, "{accept}: not the committed document");
+    }
+}
+
 #[tokio::test]
 async fn the_access_token_header_works_and_capabilities_rules_govern_it() {
     let dir = tempfile::tempdir().expect("tempdir");

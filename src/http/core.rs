@@ -2,8 +2,8 @@
 //! /capabilities/check`, and the extension `GET /openapi.json`.
 
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::error::ApiError;
@@ -41,7 +41,15 @@ pub async fn check(
     Ok(Json(app.engine.check(grant.identity(), &body.endpoint, &paths, op, &|ep| app.served(ep))))
 }
 
-/// `GET /openapi.json`: this port's OpenAPI document (the committed `docs/openapi.json`, embedded).
-pub async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], crate::openapi::document())
+/// `GET /openapi.json`: this port's OpenAPI document (the committed `docs/openapi.json`, embedded):
+/// gzip-encoded as embedded when the client accepts gzip, plain otherwise.
+pub async fn openapi(headers: HeaderMap) -> Response {
+    let json = (header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let vary = (header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    if super::envd::accepted(&headers).0 {
+        let gzip = (header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        ([json, vary, gzip], crate::openapi::document_gzip()).into_response()
+    } else {
+        ([json, vary], crate::openapi::document()).into_response()
+    }
 }

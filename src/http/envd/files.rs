@@ -73,7 +73,7 @@ pub async fn download(
 }
 
 /// Whether the client takes gzip (and not only gzip) for this answer: `(gzip, identity)`.
-fn accepted(headers: &HeaderMap) -> (bool, bool) {
+pub(crate) fn accepted(headers: &HeaderMap) -> (bool, bool) {
     let Some(value) = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else {
         return (false, true);
     };
