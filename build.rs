@@ -50,6 +50,11 @@ fn main() {
     println!("cargo:rustc-link-arg-bin={bin}=-fuse-ld=lld");
     println!("cargo:rustc-link-arg-bin={bin}=-Wl,--symbol-ordering-file={}", order.display());
     println!("cargo:rustc-link-arg-bin={bin}=-Wl,--no-warn-symbol-ordering");
+    // Relative relocations packed (DT_RELR, musl 1.2.4+): the static PIE's
+    // .rela.dyn was 553 KB of 24-byte entries, one per pointer in
+    // .data.rel.ro; as RELR bitmaps it is 7 KB. Still position independent
+    // (ASLR as before), and fewer bytes for the start-up code to read.
+    println!("cargo:rustc-link-arg-bin={bin}=-Wl,-z,pack-relative-relocs");
 }
 
 /// `docs/openapi.json` gzip-compressed to `out/openapi.json.gz`.
