@@ -46,7 +46,7 @@ pub async fn check(
 pub async fn openapi(headers: HeaderMap) -> Response {
     let json = (header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let vary = (header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    if super::envd::accepted(&headers).0 {
+    if super::encoding::accepted(&headers).0 {
         let gzip = (header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         ([json, vary, gzip], crate::openapi::document_gzip()).into_response()
     } else {

@@ -14,6 +14,7 @@ pub mod code_wire;
 mod commands;
 mod conn;
 mod core;
+pub(crate) mod encoding;
 pub mod envd;
 pub mod error;
 pub mod extract;

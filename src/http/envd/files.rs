@@ -72,31 +72,10 @@ pub async fn download(
     }
 }
 
-/// Whether the client takes gzip (and not only gzip) for this answer: `(gzip, identity)`.
-pub(crate) fn accepted(headers: &HeaderMap) -> (bool, bool) {
-    let Some(value) = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else {
-        return (false, true);
-    };
-    let quality = |name: &str| -> Option<f64> {
-        value.split(',').find_map(|part| {
-            let mut pieces = part.split(';');
-            let coding = pieces.next()?.trim();
-            coding.eq_ignore_ascii_case(name).then(|| {
-                pieces.find_map(|p| p.trim().strip_prefix("q=").and_then(|q| q.parse::<f64>().ok())).unwrap_or(1.0)
-            })
-        })
-    };
-    let (gzip, identity, any) = (quality("gzip"), quality("identity"), quality("*"));
-    let identity_ok = identity.map_or(any.is_none_or(|q| q > 0.0), |q| q > 0.0);
-    let gzip_q = gzip.or(any).unwrap_or(0.0);
-    let gzip_ok = gzip_q > 0.0 && (!identity_ok || gzip_q >= identity.unwrap_or(gzip_q));
-    (gzip_ok, identity_ok)
-}
-
 fn send(headers: &HeaderMap, opened: read::OpenFile) -> Response {
     let size = opened.stat.size;
     let ranged = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    let (gzip, identity) = accepted(headers);
+    let (gzip, identity) = crate::http::encoding::accepted(headers);
     if !identity && (!gzip || ranged.is_some()) {
         return http_error(StatusCode::NOT_ACCEPTABLE, "no acceptable encoding found, supported: [identity, gzip]");
     }

@@ -24,9 +24,6 @@ mod pace;
 mod plain;
 mod process;
 
-/// Content negotiation of a download's encoding, shared with `GET /openapi.json`.
-pub(crate) use self::files::accepted;
-
 use std::future::Future;
 use std::sync::Arc;
 
