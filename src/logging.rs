@@ -17,6 +17,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
+mod fields;
+
 /// Installs the global subscriber. `RUST_LOG` beats `default_filter`.
 /// Keep the returned guard alive: dropping it flushes and stops the writer.
 pub fn init(format: LogFormat, default_filter: &str) -> WorkerGuard {
@@ -33,7 +35,7 @@ pub fn init(format: LogFormat, default_filter: &str) -> WorkerGuard {
         .with_timer(Clock)
         .with_writer(writer);
     let _ = match format {
-        LogFormat::Plain => builder.try_init(),
+        LogFormat::Plain => builder.fmt_fields(fields::PlainFields).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     guard
