@@ -60,7 +60,7 @@ pub fn list(guard: &PathGuard, target: &Resolved, raw: &str, options: ListOption
             kind: entry.stat.kind.as_str().to_string(),
             size: entry.stat.size,
             modified: iso8601(entry.stat.modified),
-            path: entry.path.display().to_string(),
+            path: entry.path.to_string_lossy().into_owned(),
         });
         if entries.len() >= options.max_entries {
             Flow::Stop
@@ -108,7 +108,7 @@ fn info(target: &Resolved, fd: OwnedFd) -> Result<FileInfo, FsError> {
     let st = Stat::from_metadata(&meta);
     Ok(FileInfo {
         name: file_name(&target.path),
-        path: target.path.display().to_string(),
+        path: target.path.to_string_lossy().into_owned(),
         kind: st.kind.as_str().to_string(),
         size: st.size,
         permissions: st.permissions(),
