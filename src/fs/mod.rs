@@ -74,5 +74,15 @@ where
 
 /// The final component of `path` as text (empty for `/`).
 pub fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    use std::os::unix::ffi::OsStrExt;
+    // The bytes after the last `/` where they are a name (the usual case),
+    // without parsing the path into components.
+    let bytes = path.as_os_str().as_bytes();
+    let name = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(slash) if !matches!(&bytes[slash + 1..], b"" | b"." | b"..") => {
+            Some(std::ffi::OsStr::from_bytes(&bytes[slash + 1..]))
+        }
+        _ => path.file_name(),
+    };
+    name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }

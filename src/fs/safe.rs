@@ -62,12 +62,13 @@ pub struct Resolved {
 impl Resolved {
     /// The path relative to its root (empty for the root itself).
     pub fn relative(&self) -> &Path {
-        self.path.strip_prefix(&self.root).unwrap_or(Path::new(""))
+        crate::policy::paths::below(&self.path, &self.root).unwrap_or(Path::new(""))
     }
 
     /// Whether this is the root itself.
     pub fn is_root(&self) -> bool {
-        self.path == self.root
+        // Both normalised: equal bytes are equal paths (`==` compares components).
+        self.path.as_os_str() == self.root.as_os_str()
     }
 
     /// The same root, another path below it (already known to be inside).

@@ -17,6 +17,8 @@ use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
+use super::lexical::{beneath, normalize};
+
 /// A component pattern whose only wildcards are `*` at its ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Simple {
@@ -68,7 +70,8 @@ pub struct DenyList {
 impl DenyList {
     /// Compiles `patterns`, plus the directory prefixes `always` (`/proc`...).
     pub fn compile<'a>(patterns: impl IntoIterator<Item = &'a str>, always: &[&str]) -> Self {
-        let mut list = DenyList { prefixes: always.iter().map(PathBuf::from).collect(), ..DenyList::default() };
+        let mut list =
+            DenyList { prefixes: always.iter().map(|p| normalize(Path::new(p))).collect(), ..DenyList::default() };
         let (mut components, mut paths) = (Vec::new(), Vec::new());
         for pattern in patterns {
             let stripped = pattern.trim_end_matches('/');
@@ -89,7 +92,7 @@ impl DenyList {
                     None => components.extend(fnmatch_glob(component)),
                 }
             } else if absolute && !pattern.contains(['*', '?', '[']) {
-                list.prefixes.push(PathBuf::from(stripped));
+                list.prefixes.push(normalize(Path::new(stripped)));
             } else if absolute {
                 paths.extend(fnmatch_glob(stripped));
             } else {
@@ -110,12 +113,12 @@ impl DenyList {
         !self.simple.is_empty()
             || self.components.is_some()
             || self.paths.is_some()
-            || self.prefixes.iter().any(|p| p != root && p.starts_with(root))
+            || self.prefixes.iter().any(|p| p.as_os_str() != root.as_os_str() && beneath(p, root))
     }
 
     /// Whether `path` (absolute, normalised) or one of its ancestors is denied.
     pub fn matches(&self, path: &Path) -> bool {
-        if self.prefixes.iter().any(|p| path.starts_with(p)) {
+        if self.prefixes.iter().any(|p| beneath(path, p)) {
             return true;
         }
         if !self.simple.is_empty() || self.components.is_some() {

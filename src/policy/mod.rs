@@ -19,6 +19,7 @@ pub mod document;
 mod grant;
 pub mod guards;
 mod identity;
+mod lexical;
 mod limiter;
 mod lint;
 pub mod owner;

@@ -13,6 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::deny::DenyList;
+pub use super::lexical::{below, beneath, is_normal, normalize};
 use super::rules::{EffectiveRule, SymlinkMode};
 use super::Denial;
 
@@ -157,7 +158,7 @@ impl PathGuard {
 
     /// The resolved root that contains `resolved`, the one [`PathGuard::resolve`] authorised it under.
     pub fn root_of(&self, resolved: &Path) -> Option<&Path> {
-        self.roots.iter().map(|(_, real)| real.as_path()).find(|real| resolved.starts_with(real))
+        self.roots.iter().map(|(_, real)| real.as_path()).find(|real| beneath(resolved, real))
     }
 
     /// Whether `resolved` is an allowed root itself (which no operation may remove or move).
@@ -223,7 +224,7 @@ impl PathGuard {
     }
 
     fn authorise(&self, lexical: &Path, resolved: &Path, op: Op, label: &str) -> Result<(), Denial> {
-        let Some(root) = self.roots.iter().find(|(_, real)| resolved.starts_with(real)) else {
+        let Some(root) = self.roots.iter().find(|(_, real)| beneath(resolved, real)) else {
             return Err(Denial::PathNotAllowed { field: label.to_string() });
         };
         if self.rules.symlinks == SymlinkMode::Never && !lexically_inside(lexical, root, resolved) {
@@ -265,21 +266,6 @@ pub fn check_spelling(raw: &str, field: &str) -> Result<(), Denial> {
 fn lexically_inside(lexical: &Path, (lex_root, real_root): &(PathBuf, PathBuf), resolved: &Path) -> bool {
     let rel = lexical.strip_prefix(real_root).or_else(|_| lexical.strip_prefix(lex_root));
     rel.is_ok_and(|rel| real_root.join(rel) == resolved || (rel.as_os_str().is_empty() && resolved == real_root))
-}
-
-/// Lexically normalises an absolute path: removes `.`, resolves `..`, never above `/`.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(part) => out.push(part),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }
 
 /// Resolves every symlink of an absolute, normalised path, as far as the path
