@@ -56,13 +56,13 @@ struct Outcome {
 /// Webhook deliveries by outcome, counted since the agents group started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Deliveries {
-    /// Answered 2xx.
+    /// Answered 2xx by the receiver.
     pub delivered: u64,
-    /// Given up.
+    /// Given up: out of attempts, a status not worth retrying, or a private address.
     pub failed: u64,
     /// Attempts after the first.
     pub retried: u64,
-    /// Never sent (queue full, deliveries off).
+    /// Never sent: the queue was full or deliveries are off.
     pub dropped: u64,
 }
 

@@ -59,14 +59,10 @@ pub async fn prometheus(State(app): State<AppState>) -> axum::response::Response
         terminals: app.terminals.live() as u64,
         code_contexts: app.interpreter.as_ref().map_or(0, |code| code.list().len() as u64),
         watches: crate::fs::watch::live() as u64,
-        webhooks: app.agents.if_started().map(|agents| deliveries(agents.webhooks.outcomes())).unwrap_or_default(),
+        webhooks: app.agents.if_started().map(|agents| agents.webhooks.outcomes()).unwrap_or_default(),
     };
     let content_type = [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)];
     (content_type, app.metrics.render(live)).into_response()
-}
-
-fn deliveries(o: crate::agents::webhooks::tally::Outcomes) -> crate::metrics::Deliveries {
-    crate::metrics::Deliveries { delivered: o.delivered, failed: o.failed, retried: o.retried, dropped: o.dropped }
 }
 
 /// `GET /ports`.

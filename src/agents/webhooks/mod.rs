@@ -31,9 +31,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::delivery::{Deliverer, DeliveryError, Event};
 use self::registry::{EndpointFields, Registry, WebhookEndpoint};
-use self::tally::{Outcomes, Tally};
+use self::tally::Tally;
 use super::config::AgentsConfig;
 use super::error::AgentError;
+use crate::metrics::Deliveries;
 
 /// The event types this server sends (the reference's; it never sends
 /// `agent.session.action_required`).
@@ -113,7 +114,7 @@ impl Webhooks {
     }
 
     /// How deliveries have ended so far.
-    pub fn outcomes(&self) -> Outcomes {
+    pub fn outcomes(&self) -> Deliveries {
         self.tally.read()
     }
 

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics::Deliveries;
+
 /// Deliveries by outcome since the runtime started; every event counts once
 /// at its end, and each attempt after the first once more in `retried`.
 #[derive(Debug, Default)]
@@ -11,19 +13,6 @@ pub struct Tally {
     failed: AtomicU64,
     retried: AtomicU64,
     dropped: AtomicU64,
-}
-
-/// A reading of a [`Tally`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Outcomes {
-    /// Answered 2xx by the receiver.
-    pub delivered: u64,
-    /// Given up: out of attempts, a status not worth retrying, or a private address.
-    pub failed: u64,
-    /// Attempts after the first.
-    pub retried: u64,
-    /// Never sent: the queue was full or deliveries are off.
-    pub dropped: u64,
 }
 
 impl Tally {
@@ -43,9 +32,9 @@ impl Tally {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The counts now.
-    pub fn read(&self) -> Outcomes {
-        Outcomes {
+    /// The counts now, as the metrics show them.
+    pub fn read(&self) -> Deliveries {
+        Deliveries {
             delivered: self.delivered.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             retried: self.retried.load(Ordering::Relaxed),
