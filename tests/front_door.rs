@@ -169,8 +169,23 @@ async fn by_default_every_port_is_admitted_and_audited_alike() {
     let (status, _) = envd_call(&server, "filesystem.Filesystem/Stat", json!({"path": "d"}), Some("wrong")).await;
     assert_eq!(status, 401);
     let line = &audited(&server, "envd_stat", 2);
-    assert!(line.iter().any(|l| l.contains("decision=\"allow\"") && l.contains("paths=")), "{line:?}");
+    let d = server.base.join("d").canonicalize().expect("canonical");
+    // The paths the request's guard authorised, as a JSON list (envd's Stat
+    // authorises the parent directory, then the entry in it).
+    let listed = |path: &std::path::Path| format!("\\\"{}\\\"", path.display());
+    let paths = listed(&d);
+    assert!(line.iter().any(|l| l.contains("decision=\"allow\"") && l.contains(&paths)), "{paths} in {line:?}");
     assert!(line.iter().any(|l| l.contains("status=401") && l.contains("decision=\"deny\"")), "{line:?}");
+    // The native API's files endpoints name the paths they touched too,
+    // whichever way the path was resolved (the stat's fast path, a read's).
+    let (status, body) = api(&server, "GET", "/files/stat?path=d", None).await;
+    assert_eq!((status, body["exists"].as_bool()), (200, Some(true)), "{body}");
+    assert!(audited(&server, "files_stat", 1)[0].contains(&format!("paths=\"[{paths}]\"")), "{paths}");
+    std::fs::write(d.join("f.txt"), "x").expect("write");
+    let (status, body) = api(&server, "GET", "/files/content?path=d/f.txt", None).await;
+    assert_eq!(status, 200, "{body}");
+    let f = format!("paths=\"[{}]\"", listed(&d.join("f.txt")));
+    assert!(audited(&server, "files_content_read", 1)[0].contains(&f), "{f}");
     let (status, body) = code(&server, "GET", "/contexts", Value::Null).await;
     assert_eq!(status, 200, "{body}");
     let line = &audited(&server, "code_contexts_list", 1)[0];

@@ -1,14 +1,12 @@
 //! [`Grant`]: an admitted request, as handlers see it.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::paths::Touched;
+use super::rules::AuditMode;
 use super::{Denial, EffectiveRule, Identity, LimitValue, Op, ParamValue, PathGuard, PolicyEngine};
 use crate::endpoints::{Endpoint, Limit, Param};
-
-/// Most resolved paths an audit line lists, and their longest length.
-const MAX_AUDITED_PATHS: usize = 8;
-const MAX_AUDITED_PATH_LEN: usize = 512;
 
 /// An admitted request: the endpoint's rule and the caller.
 ///
@@ -23,7 +21,7 @@ struct Admitted {
     endpoint: &'static Endpoint,
     identity: Arc<Identity>,
     user: Option<String>,
-    touched: Mutex<Vec<String>>,
+    touched: Arc<Touched>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -39,7 +37,7 @@ impl Grant {
         identity: Arc<Identity>,
         user: Option<String>,
     ) -> Self {
-        Grant(Arc::new(Admitted { engine, endpoint, identity, user, touched: Mutex::default() }))
+        Grant(Arc::new(Admitted { engine, endpoint, identity, user, touched: Arc::default() }))
     }
 
     /// The account the request asks to act as (envd's `Authorization: Basic`
@@ -99,10 +97,14 @@ impl Grant {
         self.0.engine.rule(self.0.endpoint)
     }
 
-    /// The path guard of the endpoint's rule. Paths resolved through it
-    /// directly are not audited; use [`Grant::resolve`] or [`Grant::record_path`].
+    /// The path guard of the endpoint's rule. Every path it authorises is
+    /// recorded for the request's audit line (unless the rule's audit is off).
     pub fn guard(&self) -> PathGuard {
-        self.0.engine.path_guard(self.0.endpoint)
+        let guard = self.0.engine.path_guard(self.0.endpoint);
+        if self.rule().audit == AuditMode::Off {
+            return guard;
+        }
+        guard.recording(Arc::clone(&self.0.touched))
     }
 
     /// Resolves and authorises `raw` for the endpoint's default operation.
@@ -119,30 +121,12 @@ impl Grant {
     /// # Errors
     /// The path refusals of [`PathGuard::resolve`].
     pub fn resolve(&self, raw: &str, op: Op, field: &str) -> Result<PathBuf, Denial> {
-        let resolved = self.guard().resolve(raw, op, field)?;
-        self.record_path(&resolved);
-        Ok(resolved)
-    }
-
-    /// Records a path the request touches, for the audit line (at most 8, each cut to 512 bytes).
-    pub fn record_path(&self, path: &Path) {
-        let mut touched = self.0.touched.lock().unwrap_or_else(PoisonError::into_inner);
-        if touched.len() < MAX_AUDITED_PATHS {
-            let mut text = path.to_string_lossy().into_owned();
-            if text.len() > MAX_AUDITED_PATH_LEN {
-                let mut end = MAX_AUDITED_PATH_LEN;
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                text.truncate(end);
-            }
-            touched.push(text);
-        }
+        self.guard().resolve(raw, op, field)
     }
 
     /// The paths recorded so far.
     pub fn paths_touched(&self) -> Vec<String> {
-        self.0.touched.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0.touched.list()
     }
 
     /// The limit `key`, if the policy sets it.
@@ -172,11 +156,13 @@ mod tests {
         let resolved = clone.resolve_path("a.txt").expect("inside");
         assert!(grant.resolve_path("/etc/passwd").is_err(), "refused paths are not recorded");
         assert_eq!(grant.paths_touched(), vec![resolved.display().to_string()]);
+        let _ = grant.guard().plain("a.txt", Op::Read);
+        assert_eq!(grant.paths_touched().len(), 1, "the path recorded last is not repeated");
         for i in 0..20 {
-            grant.record_path(Path::new(&format!("/{}{i}", "é".repeat(400))));
+            grant.guard().resolve(&format!("{}{i}", "é".repeat(400)), Op::Read, "").expect("inside");
         }
         let touched = grant.paths_touched();
         assert_eq!(touched.len(), 8);
-        assert!(touched[1].len() <= 512 && touched[1].starts_with("/é"));
+        assert!(touched[1].len() <= 512 && touched[1].contains("éé"), "{}", touched[1]);
     }
 }

@@ -10,7 +10,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::deny::DenyList;
 pub use super::lexical::{below, beneath, is_normal, normalize};
@@ -117,12 +117,47 @@ impl Root {
     }
 }
 
+/// Most paths an audit line lists, and their longest length in bytes.
+const MAX_AUDITED_PATHS: usize = 8;
+const MAX_AUDITED_PATH_LEN: usize = 512;
+
+/// The paths one request's guards authorised, for its audit line (at most
+/// [`MAX_AUDITED_PATHS`], each cut to [`MAX_AUDITED_PATH_LEN`] bytes).
+#[derive(Debug, Default)]
+pub struct Touched(Mutex<Vec<String>>);
+
+impl Touched {
+    /// Records `path`, unless it is the one recorded last.
+    pub fn record(&self, path: &Path) {
+        let mut touched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut text = path.to_string_lossy();
+        if touched.len() >= MAX_AUDITED_PATHS || touched.last().is_some_and(|last| *last == text) {
+            return;
+        }
+        if text.len() > MAX_AUDITED_PATH_LEN {
+            let mut end = MAX_AUDITED_PATH_LEN;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.to_mut().truncate(end);
+        }
+        touched.push(text.into_owned());
+    }
+
+    /// The paths recorded so far.
+    pub fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
 /// The path rules of one endpoint, ready to check paths.
 #[derive(Debug, Clone)]
 pub struct PathGuard {
     /// `(lexical root, resolved root)` pairs; the first resolves relative paths.
     roots: Arc<[(PathBuf, PathBuf)]>,
     rules: Arc<PathRules>,
+    /// Where the paths this guard authorises are recorded, if anywhere.
+    touched: Option<Arc<Touched>>,
 }
 
 impl PathGuard {
@@ -143,7 +178,20 @@ impl PathGuard {
                 roots
             }
         };
-        PathGuard { roots, rules }
+        PathGuard { roots, rules, touched: None }
+    }
+
+    /// This guard, recording every path it authorises into `touched` (a
+    /// request's grant does, for its audit line).
+    pub fn recording(mut self, touched: Arc<Touched>) -> Self {
+        self.touched = Some(touched);
+        self
+    }
+
+    fn record(&self, path: &Path) {
+        if let Some(touched) = &self.touched {
+            touched.record(path);
+        }
     }
 
     /// The directory relative paths resolve against.
@@ -184,6 +232,7 @@ impl PathGuard {
             None => realpath(&lexical),
         };
         self.authorise(&lexical, &resolved, op, &label)?;
+        self.record(&resolved);
         Ok(resolved)
     }
 
@@ -201,6 +250,7 @@ impl PathGuard {
         let lexical = normalize(&self.primary_root().join(raw));
         let root = self.root_of(&lexical)?;
         self.authorise(&lexical, &lexical, op, "").ok()?;
+        self.record(&lexical);
         Some((lexical, root))
     }
 
@@ -215,12 +265,15 @@ impl PathGuard {
     /// # Errors
     /// As [`PathGuard::resolve`].
     pub fn check_resolved(&self, resolved: &Path, op: Op) -> Result<(), Denial> {
-        self.authorise(resolved, resolved, op, "")
+        self.authorise(resolved, resolved, op, "")?;
+        self.record(resolved);
+        Ok(())
     }
 
-    /// Whether `resolved` lies inside an allowed root and outside every deny pattern.
+    /// Whether `resolved` lies inside an allowed root and outside every deny
+    /// pattern (a filter, say of a listing's entries: nothing is recorded).
     pub fn permits_resolved(&self, resolved: &Path) -> bool {
-        self.check_resolved(resolved, Op::Read).is_ok()
+        self.authorise(resolved, resolved, Op::Read, "").is_ok()
     }
 
     fn authorise(&self, lexical: &Path, resolved: &Path, op: Op, label: &str) -> Result<(), Denial> {

@@ -52,7 +52,6 @@ pub async fn download(
         Ok(raw) => raw,
         Err(e) => return plain_error(e),
     };
-    grant.record_path(std::path::Path::new(&raw));
     let (guard, max_bytes) = (grant.guard(), grant.limit(Limit::MaxBytes).map(LimitValue::as_u64));
     let opened = blocking(move || {
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
@@ -247,7 +246,6 @@ impl Upload<'_> {
         let raw = self.state.envd.path(path)?;
         let guard = self.grant.guard();
         let resolved = blocking(move || Ok(safe::resolve(&guard, &raw, Op::Write, "")?)).await?;
-        self.grant.record_path(&resolved.path);
         Ok(resolved)
     }
 

@@ -144,11 +144,10 @@ pub enum Loaded {
 /// # Errors
 /// The HTTP API's error for the same read.
 pub async fn load(grant: &Grant, raw: String, first: u64, limit: Option<u64>) -> Result<Loaded, ApiError> {
-    let (owned, guard) = (grant.clone(), grant.guard());
+    let guard = grant.guard();
     let max_bytes = grant.limit(Limit::MaxBytes).map(crate::policy::LimitValue::as_u64);
     fs::blocking(move || {
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-        owned.record_path(&target.path);
         let opened = read::open(&guard, &target, &raw, max_bytes)?;
         let path = opened.path.display().to_string();
         let (size, io) = (opened.stat.size, |e| FsError::io(&opened.path, e));
@@ -243,7 +242,6 @@ async fn put(
     policy.overwrite &= overwrite;
     let guard = grant.guard();
     let target = resolve_write(grant, raw).await?;
-    grant.record_path(&target.path);
     let len = bytes.len() as u64;
     let body = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(bytes)]);
     let committed = app.files.write_stream(&guard, &target, &policy, Some(len), body).await.map_err(at(grant))?;
