@@ -122,7 +122,7 @@ const MAX_AUDITED_PATHS: usize = 8;
 const MAX_AUDITED_PATH_LEN: usize = 512;
 
 /// The paths one request's guards authorised, for its audit line (at most
-/// [`MAX_AUDITED_PATHS`], each cut to [`MAX_AUDITED_PATH_LEN`] bytes).
+/// 8, each cut to 512 bytes).
 #[derive(Debug, Default)]
 pub struct Touched(Mutex<Vec<String>>);
 
