@@ -146,6 +146,7 @@ pub fn open_plain(guard: &PathGuard, raw: &str, op: Op) -> Option<(Resolved, Own
     if !guard.uniform_beneath(root) {
         verify(guard, &fd, &target.path, op).ok()?;
     }
+    guard.record(&target.path);
     Some((target, fd))
 }
 

@@ -188,7 +188,10 @@ impl PathGuard {
         self
     }
 
-    fn record(&self, path: &Path) {
+    /// Records `path` as authorised, where this guard records: for a path
+    /// whose authorisation the caller completed itself (the premise of
+    /// [`PathGuard::plain`], proven by opening it).
+    pub fn record(&self, path: &Path) {
         if let Some(touched) = &self.touched {
             touched.record(path);
         }
@@ -241,8 +244,8 @@ impl PathGuard {
     /// symlink*: what [`PathGuard::resolve`] would return for it then, with
     /// no file system access. The caller must prove that premise before
     /// using the path, by opening it beneath the root without following
-    /// any symlink (`fs::safe::open_plain`); on any doubt it calls
-    /// [`PathGuard::resolve`] instead.
+    /// any symlink (`fs::safe::open_plain`), and then [`PathGuard::record`]s
+    /// it; on any doubt it calls [`PathGuard::resolve`] instead.
     pub fn plain(&self, raw: &str, op: Op) -> Option<(PathBuf, &Path)> {
         if raw.is_empty() || check_spelling(raw, "").is_err() {
             return None;
@@ -250,7 +253,6 @@ impl PathGuard {
         let lexical = normalize(&self.primary_root().join(raw));
         let root = self.root_of(&lexical)?;
         self.authorise(&lexical, &lexical, op, "").ok()?;
-        self.record(&lexical);
         Some((lexical, root))
     }
 
