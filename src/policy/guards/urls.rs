@@ -25,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
+use super::super::rules::AuditMode;
 use super::super::{Denial, EffectiveRule, ParamValue};
 use crate::endpoints::Param;
 
@@ -46,6 +47,12 @@ impl UrlRefusal {
     fn invalid() -> Self {
         UrlRefusal { denial: Denial::invalid("url_invalid", "Invalid URL"), rule: "url".into() }
     }
+
+    /// A connection that carries neither TLS nor HTTP (the browser's proxy
+    /// cannot tell what it would reach).
+    pub fn unknown_protocol() -> Self {
+        UrlRefusal::new("url_not_allowed", "Only http(s) and ws(s) connections are allowed", "scheme")
+    }
 }
 
 /// A URL whose text passed the policy; its host still has to be decided.
@@ -60,11 +67,31 @@ pub enum Host {
 }
 
 /// The compiled URL rules of the browser.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UrlPolicy {
     allow: Vec<GlobMatcher>,
+    /// The origin part of each allow pattern (`https://*.example.com` of
+    /// `https://*.example.com/docs/*`): what a TLS tunnel is decided by.
+    allow_origins: Vec<GlobMatcher>,
     deny: Vec<(String, GlobMatcher)>,
     block_private: Option<bool>,
+    /// Whether refusals are written to the audit log (the rule's `audit` is not `off`).
+    audit: bool,
+}
+
+/// The origin part of an allow pattern: up to the first `/` after `://`
+/// (the whole pattern when it names no path); `None` without a `://`.
+fn origin_part(pattern: &str) -> Option<&str> {
+    let (_, rest) = pattern.split_once("://")?;
+    let end = pattern.len() - rest.len() + rest.find('/').unwrap_or(rest.len());
+    Some(&pattern[..end])
+}
+
+impl Default for UrlPolicy {
+    /// No patterns, private addresses refused, refusals audited.
+    fn default() -> Self {
+        UrlPolicy::new(&[], &[], None)
+    }
 }
 
 fn fnmatch(pattern: &str) -> Option<GlobMatcher> {
@@ -84,16 +111,25 @@ impl UrlPolicy {
             Some(ParamValue::Bool(on)) => Some(*on),
             _ => None,
         };
-        Self::new(&strings(Param::UrlAllow), &strings(Param::UrlDeny), block_private)
+        let mut policy = Self::new(&strings(Param::UrlAllow), &strings(Param::UrlDeny), block_private);
+        policy.audit = rule.audit != AuditMode::Off;
+        policy
     }
 
     /// A policy from its parameters (`None`: `block_private_networks` unset).
     pub fn new(allow: &[String], deny: &[String], block_private: Option<bool>) -> Self {
         UrlPolicy {
             allow: allow.iter().filter_map(|p| fnmatch(p)).collect(),
+            allow_origins: allow.iter().filter_map(|p| fnmatch(origin_part(p).unwrap_or(p))).collect(),
             deny: deny.iter().filter_map(|p| fnmatch(p).map(|m| (p.clone(), m))).collect(),
             block_private,
+            audit: true,
         }
+    }
+
+    /// Whether refusals are written to the audit log.
+    pub fn audits(&self) -> bool {
+        self.audit
     }
 
     /// Whether any parameter is set (the reference then insists on http(s)).
@@ -149,11 +185,48 @@ impl UrlPolicy {
         }
         let Ok(parsed) = parsed else { return Err(UrlRefusal::invalid()) };
         let port = parsed.port_or_known_default().unwrap_or(80);
-        let host = match parsed.host() {
-            None => return Err(UrlRefusal::invalid()),
-            Some(url::Host::Ipv4(ip)) => Host::Address(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Host::Address(IpAddr::V6(ip)),
-            Some(url::Host::Domain(name)) => {
+        match parsed.host() {
+            None => Err(UrlRefusal::invalid()),
+            Some(host) => self.host(host, port),
+        }
+    }
+
+    /// Decides a TLS tunnel to `host` (`name`, `1.2.3.4` or `[::1]`) and
+    /// `port`, whose URL the encryption hides: by its origin, as
+    /// `https://host[:port]/` and `wss://host[:port]/`. A deny pattern that
+    /// matches the origin refuses it; with allow patterns, the origin part
+    /// of one (`https://*.example.com` of `https://*.example.com/docs/*`)
+    /// must match. The whole URL of each request the page makes is decided
+    /// by the request interception, which sees it.
+    ///
+    /// # Errors
+    /// The refusal and the rule that decided.
+    pub fn check_origin(&self, host: &str, port: u16) -> Result<Host, UrlRefusal> {
+        let parsed = url::Host::parse(host).map_err(|_| UrlRefusal::invalid())?;
+        let authority = if port == 443 { parsed.to_string() } else { format!("{parsed}:{port}") };
+        let origins = [format!("https://{authority}"), format!("wss://{authority}")];
+        let with_slash = origins.clone().map(|o| o + "/");
+        if let Some((pattern, _)) = self.deny.iter().find(|(_, m)| with_slash.iter().any(|o| m.is_match(o))) {
+            return Err(UrlRefusal::new("url_not_allowed", "URL is denied by policy", format!("url_deny:{pattern}")));
+        }
+        let allowed = |m: &GlobMatcher| origins.iter().chain(&with_slash).any(|o| m.is_match(o));
+        if !self.allow.is_empty() && !self.allow_origins.iter().any(allowed) {
+            return Err(UrlRefusal::new("url_not_allowed", "URL is not in the allow-list", "url_allow"));
+        }
+        match &parsed {
+            url::Host::Domain(name) => self.host(url::Host::Domain(name.as_str()), port),
+            url::Host::Ipv4(ip) => self.host(url::Host::Ipv4(*ip), port),
+            url::Host::Ipv6(ip) => self.host(url::Host::Ipv6(*ip), port),
+        }
+    }
+
+    /// Decides a URL's host: an address written in it now, a name later by
+    /// what it resolves to.
+    fn host(&self, host: url::Host<&str>, port: u16) -> Result<Host, UrlRefusal> {
+        let host = match host {
+            url::Host::Ipv4(ip) => Host::Address(IpAddr::V4(ip)),
+            url::Host::Ipv6(ip) => Host::Address(IpAddr::V6(ip)),
+            url::Host::Domain(name) => {
                 let name = name.trim_end_matches('.').to_ascii_lowercase();
                 if name == "localhost" || name.ends_with(".localhost") {
                     Host::Address(IpAddr::V4(Ipv4Addr::LOCALHOST))
@@ -325,6 +398,32 @@ mod tests {
         let open = UrlPolicy::new(&[], &[], Some(false));
         assert_eq!(open.check_addresses("a.test", &[private]), Ok(()));
         assert_eq!(open.check("http://127.0.0.1:9/"), Ok(Host::Address(IpAddr::V4(Ipv4Addr::LOCALHOST))));
+    }
+
+    #[test]
+    fn tunnels_are_decided_by_origin() {
+        let policy = UrlPolicy::new(
+            &strings(&["https://*.example.com/docs/*", "*://open.test/*"]),
+            &strings(&["*://evil.example.com/*", "https://a.example.com/private/*"]),
+            Some(false),
+        );
+        assert_eq!(policy.check_origin("a.example.com", 443), Ok(Host::Name("a.example.com".into(), 443)));
+        assert!(policy.check_origin("open.test", 8443).is_err(), "the port is part of the origin");
+        assert!(policy.check_origin("open.test", 443).is_ok());
+        let r = policy.check_origin("evil.example.com", 443).expect_err("denied origin");
+        assert_eq!(r.rule, "url_deny:*://evil.example.com/*");
+        let r = policy.check_origin("other.org", 443).expect_err("not allowed");
+        assert_eq!(r.rule, "url_allow");
+        let open = UrlPolicy::new(&[], &strings(&["*127.0.0.1:9999*"]), Some(false));
+        assert_eq!(open.check_origin("[::1]", 443), Ok(Host::Address("::1".parse().expect("ip"))));
+        assert!(open.check_origin("127.0.0.1", 9999).is_err());
+        let strict = UrlPolicy::default();
+        assert_eq!(strict.check_origin("127.0.0.1", 443).expect_err("loopback").rule, "private_address");
+        assert_eq!(strict.check_origin("localhost", 8080).expect_err("loopback").rule, "private_address");
+        assert!(strict.check_origin("bad host", 443).is_err());
+        assert_eq!(origin_part("https://*.example.com/docs/*"), Some("https://*.example.com"));
+        assert_eq!(origin_part("https://example.com"), Some("https://example.com"));
+        assert_eq!(origin_part("*example*"), None);
     }
 
     #[test]
