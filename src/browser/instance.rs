@@ -20,6 +20,7 @@ use super::cdp::{Cdp, Event};
 use super::console::Console;
 use super::launch::{self, Launched};
 use super::protocol as p;
+use super::proxy::Proxy;
 use super::BrowserError;
 use crate::environment::ChildEnv;
 use crate::policy::guards::{Host, UrlPolicy, UrlRefusal};
@@ -60,6 +61,9 @@ pub struct PageState {
     sessions: HashMap<String, String>,
     /// Whether the page's renderer crashed.
     pub crashed: bool,
+    /// The identity of the latest call on the page: the audit log names it
+    /// for the requests its page makes.
+    pub actor: String,
 }
 
 /// State shared by the event loop and the operations.
@@ -91,6 +95,8 @@ pub struct Instance {
     pub target: String,
     /// What the event loop learned.
     pub shared: Arc<Shared>,
+    /// The network path of its every connection; stops with the instance.
+    _proxy: Proxy,
 }
 
 impl Instance {
@@ -104,9 +110,13 @@ impl Instance {
         policy: Arc<UrlPolicy>,
         console: Arc<Console>,
     ) -> Result<Instance, BrowserError> {
-        let mut process = launch::launch(program, env).await?;
-        match Self::open(&process, policy, console).await {
-            Ok((cdp, session, target, shared)) => Ok(Instance {
+        let shared = Arc::new(Shared::default());
+        let proxy = Proxy::start(Arc::clone(&policy), Arc::clone(&shared))
+            .await
+            .map_err(|e| BrowserError::Start(format!("cannot open the browser's network path: {e}")))?;
+        let mut process = launch::launch(program, env, proxy.addr()).await?;
+        match Self::open(&process, policy, console, Arc::clone(&shared)).await {
+            Ok((cdp, session, target)) => Ok(Instance {
                 job: process.job.clone(),
                 ws_url: process.ws_url.clone(),
                 process: tokio::sync::Mutex::new(process),
@@ -114,6 +124,7 @@ impl Instance {
                 session,
                 target,
                 shared,
+                _proxy: proxy,
             }),
             Err(e) => {
                 process.stop().await;
@@ -126,12 +137,14 @@ impl Instance {
         process: &Launched,
         policy: Arc<UrlPolicy>,
         console: Arc<Console>,
-    ) -> Result<(Cdp, String, String, Arc<Shared>), BrowserError> {
+        shared: Arc<Shared>,
+    ) -> Result<(Cdp, String, String), BrowserError> {
         let (cdp, events) = Cdp::connect(&process.ws_url).await.map_err(|e| BrowserError::Start(e.to_string()))?;
-        let shared = Arc::new(Shared::default());
         let page_target = Arc::new(Mutex::new(String::new()));
         tokio::spawn(event_loop(cdp.clone(), events, policy, console, Arc::clone(&shared), Arc::clone(&page_target)));
         cdp.call(None, &p::SetAutoAttach::PAUSED).await?;
+        // A download (a `blob:` one too) would write a file nobody bounds: none is written.
+        cdp.call(None, &p::DownloadBehavior { behavior: "deny" }).await?;
         let target = cdp.call(None, &p::CreateTarget { url: "about:blank".into() }).await?.target_id;
         *page_target.lock().unwrap_or_else(PoisonError::into_inner) = target.clone();
         let session = tokio::time::timeout(ATTACH_TIMEOUT, attached(&shared, &target))
@@ -145,7 +158,7 @@ impl Instance {
         cdp.call(s, &p::InspectorEnable {}).await?;
         let (width, height) = launch::VIEWPORT;
         cdp.call(s, &p::DeviceMetrics { width, height, device_scale_factor: 1.0, mobile: false }).await?;
-        Ok((cdp, session, target, shared))
+        Ok((cdp, session, target))
     }
 
     /// Whether the browser, its connection or its page is gone.
@@ -280,7 +293,7 @@ impl PageState {
     }
 
     /// Remembers a refused request (the first [`MAX_BLOCKED`] per navigation).
-    fn block(&mut self, blocked: Blocked) {
+    pub(super) fn block(&mut self, blocked: Blocked) {
         if self.blocked.len() < MAX_BLOCKED {
             self.blocked.push(blocked);
         }
@@ -318,8 +331,8 @@ async fn decide(
     let sent = match verdict {
         Ok(()) => cdp.call(session.as_deref(), &p::ContinueRequest { request_id }).await.map(drop),
         Err(refusal) => {
-            tracing::info!(url = %paused.request.url, rule = %refusal.rule, "browser request blocked");
-            shared.lock().block(Blocked { url: paused.request.url, resource_type: paused.resource_type, refusal });
+            let blocked = Blocked { url: paused.request.url, resource_type: paused.resource_type, refusal };
+            refused(&shared, &policy, &paused.request.method, blocked);
             let fail = p::FailRequest { request_id, error_reason: "BlockedByClient" };
             cdp.call(session.as_deref(), &fail).await.map(drop)
         }
@@ -327,6 +340,30 @@ async fn decide(
     if let Err(e) = sent {
         tracing::debug!(error = %e, "paused request not released");
     }
+}
+
+/// Writes a refused request to the audit log (unless the rule's audit is
+/// `off`) and to the info log, and remembers it for `navigate`'s answer.
+pub(super) fn refused(shared: &Shared, policy: &UrlPolicy, method: &str, blocked: Blocked) {
+    let (url, rule) = (blocked.url.as_str(), blocked.refusal.rule.as_str());
+    if policy.audits() {
+        let denial = &blocked.refusal.denial;
+        let identity = shared.lock().actor.clone();
+        tracing::info!(
+            target: "audit",
+            port = "browser",
+            endpoint = "browser_navigate",
+            identity,
+            method,
+            decision = "deny",
+            status = denial.status(),
+            code = denial.code(),
+            rule,
+            url,
+        );
+    }
+    tracing::info!(url, rule, resource = blocked.resource_type, "browser request blocked");
+    shared.lock().block(blocked);
 }
 
 /// The policy's verdict on `url`, resolving its host name first.
@@ -342,16 +379,27 @@ pub async fn check(policy: &UrlPolicy, url: &str) -> Result<(), UrlRefusal> {
 /// # Errors
 /// The refusal and its rule.
 pub async fn decide_host(policy: &UrlPolicy, host: Host) -> Result<(), UrlRefusal> {
+    resolve(policy, host).await.map(drop)
+}
+
+/// The addresses `host` stands for, each decided: the address written in
+/// the URL, or every address its name resolves to (none when it does not
+/// resolve: it reaches nothing, and the browser reports the failure).
+///
+/// # Errors
+/// The refusal and its rule.
+pub async fn resolve(policy: &UrlPolicy, host: Host) -> Result<Vec<IpAddr>, UrlRefusal> {
     match host {
-        Host::None | Host::Address(_) => Ok(()),
+        Host::None => Ok(Vec::new()),
+        Host::Address(ip) => Ok(vec![ip]),
         Host::Name(name, port) => {
             let addresses: Vec<IpAddr> =
                 match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name.as_str(), port))).await {
                     Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
-                    // A name that does not resolve reaches nothing; the browser reports the failure.
                     _ => Vec::new(),
                 };
-            policy.check_addresses(&name, &addresses)
+            policy.check_addresses(&name, &addresses)?;
+            Ok(addresses)
         }
     }
 }

@@ -8,6 +8,7 @@
 //! its command line names the profile, and [`Launched::stop`] ends whatever
 //! still names it after the group is gone.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -65,8 +66,11 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Chromium's flags for a headless browser on a machine with no network
-/// beyond loopback, with its profile in `profile`.
-pub fn flags(profile: &Path, no_sandbox: bool) -> Vec<String> {
+/// beyond loopback, with its profile in `profile`, every connection through
+/// the daemon's `proxy` ([`super::proxy`]): every scheme, loopback included
+/// (`<-loopback>` removes Chromium's implicit bypass), WebRTC without UDP
+/// that would go around it, no DNS prefetch.
+pub fn flags(profile: &Path, no_sandbox: bool, proxy: SocketAddr) -> Vec<String> {
     let mut flags: Vec<String> = [
         "--headless",
         "--disable-gpu",
@@ -94,6 +98,11 @@ pub fn flags(profile: &Path, no_sandbox: bool) -> Vec<String> {
     if no_sandbox {
         flags.push("--no-sandbox".into());
     }
+    flags.push(format!("--proxy-server=http://{proxy}"));
+    flags.push("--proxy-bypass-list=<-loopback>".into());
+    flags.push("--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into());
+    flags.push("--webrtc-ip-handling-policy=disable_non_proxied_udp".into());
+    flags.push("--dns-prefetch-disable".into());
     flags.push(format!("--window-size={},{}", VIEWPORT.0, VIEWPORT.1));
     flags.push(format!("--user-data-dir={}", profile.display()));
     flags.push("about:blank".into());
@@ -109,18 +118,23 @@ pub fn flags(profile: &Path, no_sandbox: bool) -> Vec<String> {
 /// # Errors
 /// [`BrowserError::Start`] when it cannot be spawned, exits, or says
 /// nothing within the start timeout.
-pub async fn launch(program: &Path, env: &ChildEnv) -> Result<Launched, BrowserError> {
+pub async fn launch(program: &Path, env: &ChildEnv, proxy: SocketAddr) -> Result<Launched, BrowserError> {
     let root = nix::unistd::geteuid().is_root();
-    match launch_once(program, env, root).await {
+    match launch_once(program, env, root, proxy).await {
         Err(BrowserError::Start(detail)) if !root && detail.contains("sandbox") => {
             tracing::warn!(detail, "Chromium's sandbox is unavailable here; starting it with --no-sandbox");
-            launch_once(program, env, true).await
+            launch_once(program, env, true, proxy).await
         }
         other => other,
     }
 }
 
-async fn launch_once(program: &Path, env: &ChildEnv, no_sandbox: bool) -> Result<Launched, BrowserError> {
+async fn launch_once(
+    program: &Path,
+    env: &ChildEnv,
+    no_sandbox: bool,
+    proxy: SocketAddr,
+) -> Result<Launched, BrowserError> {
     let start = |detail: String| BrowserError::Start(detail);
     let profile = tempfile::Builder::new()
         .prefix("abx-browser-")
@@ -128,7 +142,7 @@ async fn launch_once(program: &Path, env: &ChildEnv, no_sandbox: bool) -> Result
         .map_err(|e| start(format!("cannot make a profile directory: {e}")))?;
     let mut command = std::process::Command::new(program);
     command
-        .args(flags(profile.path(), no_sandbox))
+        .args(flags(profile.path(), no_sandbox, proxy))
         .env_clear()
         .envs(env.snapshot())
         // Chromium's own files (crash reports, NSS database) stay in the profile.
@@ -254,12 +268,20 @@ mod tests {
 
     #[test]
     fn flags_keep_the_browser_off_the_network_and_in_its_profile() {
-        let flags = flags(Path::new("/tmp/p"), true);
-        for flag in
-            ["--headless", "--no-sandbox", "--disable-quic", "--user-data-dir=/tmp/p", "--remote-debugging-port=0"]
-        {
+        let proxy: SocketAddr = "127.0.0.1:4567".parse().expect("addr");
+        let flags = flags(Path::new("/tmp/p"), true, proxy);
+        for flag in [
+            "--headless",
+            "--no-sandbox",
+            "--disable-quic",
+            "--user-data-dir=/tmp/p",
+            "--remote-debugging-port=0",
+            "--proxy-server=http://127.0.0.1:4567",
+            "--proxy-bypass-list=<-loopback>",
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+        ] {
             assert!(flags.iter().any(|f| f == flag), "{flag}");
         }
-        assert!(!super::flags(Path::new("/tmp/p"), false).iter().any(|f| f == "--no-sandbox"));
+        assert!(!super::flags(Path::new("/tmp/p"), false, proxy).iter().any(|f| f == "--no-sandbox"));
     }
 }

@@ -13,6 +13,7 @@
 //! - [`launch`]: the program, its flags and profile, its process group.
 //! - [`cdp`]: the WebSocket connection; [`protocol`]: the typed commands and events.
 //! - [`instance`]: one live browser, its event loop and request interception.
+//! - [`proxy`]: the network path every connection of the browser goes through.
 //! - [`page`]: what each endpoint does to the page; [`console`]: the bounded console log.
 //!
 //! No axum here; the HTTP edge is `http::browser`.
@@ -23,6 +24,7 @@ pub mod instance;
 pub mod launch;
 pub mod page;
 pub mod protocol;
+pub mod proxy;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -169,13 +171,14 @@ impl Browser {
         self.console.take()
     }
 
-    /// Runs `op` on the shared page, starting the browser if none runs; one
-    /// operation at a time.
+    /// Runs `op` on the shared page for identity `actor` (the audit log
+    /// names it for what the page requests), starting the browser if none
+    /// runs; one operation at a time.
     ///
     /// # Errors
     /// [`BrowserError::NotInstalled`], [`BrowserError::Start`],
     /// [`BrowserError::Crashed`] (found dead now), and `op`'s errors.
-    pub async fn run<T, F, Fut>(&self, op: F) -> Result<T, BrowserError>
+    pub async fn run<T, F, Fut>(&self, actor: &str, op: F) -> Result<T, BrowserError>
     where
         F: FnOnce(Arc<Instance>) -> Fut,
         Fut: Future<Output = Result<T, BrowserError>>,
@@ -192,6 +195,7 @@ impl Browser {
             },
             None => self.start(&mut slot).await?,
         };
+        actor.clone_into(&mut instance.shared.lock().actor);
         let result = match op(Arc::clone(&instance)).await {
             // Say why, when the browser died under the call.
             Err(BrowserError::Crashed(lost)) => Err(BrowserError::Crashed(instance.death().await.unwrap_or(lost))),

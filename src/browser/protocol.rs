@@ -64,6 +64,14 @@ pub struct CloseTarget {
 }
 command!(CloseTarget, "Target.closeTarget", Value);
 
+/// `Browser.setDownloadBehavior`: what happens to a download.
+#[derive(Debug, Serialize)]
+pub struct DownloadBehavior {
+    /// `deny`: no download is written anywhere.
+    pub behavior: &'static str,
+}
+command!(DownloadBehavior, "Browser.setDownloadBehavior", Empty);
+
 /// `Runtime.runIfWaitingForDebugger`: releases a paused new target.
 #[derive(Debug, Serialize)]
 pub struct RunIfWaiting {}
@@ -468,6 +476,9 @@ pub struct RequestPaused {
 pub struct Request {
     /// Its URL.
     pub url: String,
+    /// Its method (`GET`, `POST`, ...).
+    #[serde(default)]
+    pub method: String,
 }
 
 /// `Page.lifecycleEvent`.

@@ -111,7 +111,7 @@ pub async fn navigate(
     let browser = Arc::clone(&app.browser);
     browser.admit(&url).await.map_err(at(&grant))?;
     let answer = browser
-        .run(|page| async move {
+        .run(&grant.identity().id, |page| async move {
             let status = page::navigate(&page, &url, wait, timeout).await?;
             let location = page::location(&page).await?;
             let blocked = page::blocked(&page)
@@ -138,8 +138,9 @@ pub async fn screenshot(
     let selector = body.selector.filter(is_truthy).map(|v| pyrepr::str_of(&v));
     let full_page = flag(body.full_page, true);
     let jpeg = text(body.format, "png").eq_ignore_ascii_case("jpeg");
-    let shot =
-        app.browser.run(|page| async move { page::screenshot(&page, selector.as_deref(), full_page, jpeg).await });
+    let shot = app.browser.run(&grant.identity().id, |page| async move {
+        page::screenshot(&page, selector.as_deref(), full_page, jpeg).await
+    });
     let (image, width, height) = shot.await.map_err(at(&grant))?;
     Ok(Json(Screenshot { image_base64: base64(&image), width, height }))
 }
@@ -151,7 +152,7 @@ pub async fn content(
     Query(query): Query<ContentQuery>,
 ) -> Result<Json<BrowserContent>, ApiError> {
     let as_text = query.kind.is_some_and(|k| k.eq_ignore_ascii_case("text"));
-    let answer = app.browser.run(|page| async move {
+    let answer = app.browser.run(&grant.identity().id, |page| async move {
         let content = page::content(&page, as_text).await?;
         let location = page::location(&page).await?;
         Ok(BrowserContent { content, url: location.url, title: location.title })
@@ -168,7 +169,10 @@ pub async fn click(
     let selector = required(body.selector, "selector")?;
     let timeout = millis(body.timeout, 5_000);
     let target = selector.clone();
-    app.browser.run(|page| async move { page::click(&page, &target, timeout).await }).await.map_err(at(&grant))?;
+    app.browser
+        .run(&grant.identity().id, |page| async move { page::click(&page, &target, timeout).await })
+        .await
+        .map_err(at(&grant))?;
     Ok(Json(Clicked { clicked: true, selector }))
 }
 
@@ -185,7 +189,7 @@ pub async fn type_text(
     let delay = body.delay.and_then(|v| pyrepr::int_of(&v).ok()).and_then(|n| u64::try_from(n).ok()).unwrap_or(50);
     let clear = flag(body.clear, false);
     let (target, typed) = (selector.clone(), text.clone());
-    let typing = app.browser.run(|page| async move {
+    let typing = app.browser.run(&grant.identity().id, |page| async move {
         let wait = Duration::from_secs(30);
         page::type_text(&page, &target, &typed, Duration::from_millis(delay), clear, wait).await
     });
@@ -201,7 +205,8 @@ pub async fn evaluate(
 ) -> Result<Json<Evaluated>, ApiError> {
     let script = required(body.script, "script")?;
     let timeout = millis(body.timeout, 10_000);
-    let result = app.browser.run(|page| async move { page::evaluate(&page, &script, timeout).await });
+    let result =
+        app.browser.run(&grant.identity().id, |page| async move { page::evaluate(&page, &script, timeout).await });
     Ok(Json(Evaluated { result: result.await.map_err(at(&grant))? }))
 }
 
@@ -213,7 +218,8 @@ pub async fn pdf(
 ) -> Result<Json<Pdf>, ApiError> {
     let format = text(body.format, "A4");
     let landscape = flag(body.landscape, false);
-    let printed = app.browser.run(|page| async move { page::pdf(&page, &format, landscape).await });
+    let printed =
+        app.browser.run(&grant.identity().id, |page| async move { page::pdf(&page, &format, landscape).await });
     let pdf = printed.await.map_err(at(&grant))?;
     Ok(Json(Pdf { pdf_base64: base64(&pdf), pages: page::count_pages(&pdf) }))
 }
