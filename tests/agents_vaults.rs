@@ -603,3 +603,58 @@ async fn vaults_belong_to_their_caller_and_the_policy_decides_who_may_call() {
     );
     assert_eq!(as_("alice-token", "GET", "/v1/vaults".into(), None).await.1["data"][0]["id"], vid);
 }
+
+/// A host name that resolves, on this machine and without a network, only
+/// to loopback or private addresses (from `/etc/hosts` or the machine's
+/// own name), and is not written as one.
+fn a_name_resolving_to_loopback() -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string());
+    let candidates = ["ip6-localhost", "ip6-loopback"].into_iter().map(str::to_string).chain(own);
+    candidates.filter(|name| !name.is_empty() && name != "localhost").find(|name| {
+        let addrs: Vec<_> = (name.as_str(), 443).to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+        !addrs.is_empty() && addrs.iter().all(|a| !agent_sandbox_server::policy::guards::urls::is_public(a.ip()))
+    })
+}
+
+/// Issue 31, item 8: a credential's URL was checked only as written, so a
+/// name that resolves to loopback (`ip6-localhost`, `*.nip.io`) and the 6to4
+/// form of 127.0.0.1 (`[2002:7f00:1::]`) were accepted and the token handed
+/// to the CLI for them. Now the tunnelled forms are refused when stored,
+/// and a name is resolved and checked again when a turn is about to use
+/// the token: the turn fails before the CLI starts.
+#[tokio::test]
+async fn a_credential_url_is_resolved_and_checked_again_when_used() {
+    let Setup { _bin, work, server, vault, creds, .. } = setup().await;
+    for url in ["https://[2002:7f00:1::]/mcp", "https://[::ffff:127.0.0.1]/mcp", "https://[64:ff9b::7f00:1]/mcp"] {
+        let auth = json!({"type": "static_bearer", "token": TOKEN, "mcp_server_url": url});
+        let reply = call(&server, "POST", &creds, Some(json!({"name": "t", "auth": auth}))).await;
+        assert_openai_error(&reply, 400, "invalid_request", Some("auth.mcp_server_url"));
+    }
+    let Some(name) = a_name_resolving_to_loopback() else {
+        eprintln!("skipped the resolution half: no name resolves to loopback here");
+        return;
+    };
+    let url = format!("https://{name}/mcp");
+    let other = new_vault(&server).await;
+    let auth = json!({"type": "static_bearer", "token": TOKEN, "mcp_server_url": url});
+    let stored =
+        call(&server, "POST", &format!("/v1/vaults/{other}/credentials"), Some(json!({"name": "n", "auth": auth})))
+            .await;
+    assert_eq!(stored.status, 200, "as written, {name} is a name: {}", stored.body);
+    let mut body = session_body(&other, work.path(), Some("use the docs"));
+    body["agent"]["tools"][0]["transport"]["server_url"] = json!(url);
+    let sid = create(&server, body).await;
+    wait_idle(&server, &sid).await;
+    let turn = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/turns"), None).await.body["data"][0].clone();
+    assert_eq!(turn["status"], "failed", "{turn}");
+    let message = "the MCP server 'docs' resolves to a loopback, private or link-local address; \
+                   its vault credential was not used";
+    assert_eq!(turn["error"], json!({"code": "invalid_request", "message": message}));
+    assert!(!work.path().join("seen").exists(), "the CLI never started, so it never had the token");
+    // The same vault's credential for a public name is used as before.
+    let sid = create(&server, session_body(&vault, work.path(), Some("use the docs"))).await;
+    wait_idle(&server, &sid).await;
+    let seen = std::fs::read_to_string(work.path().join("seen")).expect("the CLI ran");
+    assert_eq!(seen, format!("Bearer {TOKEN}"));
+}
