@@ -25,7 +25,9 @@ printf '%s' "$ABX_MCP_DOCS_AUTHORIZATION" > seen
 tok="${ABX_MCP_DOCS_AUTHORIZATION#Bearer }"
 echo '{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}'
 echo '{"type":"turn.started"}'
-printf '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"header=%s token=%s"}}\n' "$ABX_MCP_DOCS_AUTHORIZATION" "$tok"
+b64=$(printf '%s' "$ABX_MCP_DOCS_AUTHORIZATION" | base64 -w0)
+hex=$(printf '%s' "$tok" | od -An -tx1 | tr -d ' \n')
+printf '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"header=%s token=%s b64=%s hex=%s"}}\n' "$ABX_MCP_DOCS_AUTHORIZATION" "$tok" "$b64" "$hex"
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
 
 fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&str>) {
@@ -35,6 +37,18 @@ fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&st
     let kind = if status == 404 { "not_found_error" } else { "invalid_request_error" };
     assert_eq!(error["type"], kind, "{}", reply.body);
     assert_eq!((reply.header("x-should-retry"), reply.header("x-agent-sandbox-local")), (Some("false"), Some("1")));
+}
+
+/// The base64 of `header` and the hex of `token`, as the fake CLI prints them.
+fn encodings(header: &str, token: &str) -> (String, String) {
+    use base64::Engine as _;
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    (base64::engine::general_purpose::STANDARD.encode(header), hex)
+}
+
+/// Every 16-character piece of `text` past its first 12 (which encode `Bearer`).
+fn windows(text: &str) -> impl Iterator<Item = &str> {
+    (12..text.len().saturating_sub(16)).map(move |i| &text[i..i + 16])
 }
 
 fn bearer(token: &str) -> Value {
@@ -398,7 +412,11 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
     let items = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/items"), None).await.body;
     let message = items["data"].as_array().expect("items").iter().find(|i| i["type"] == "message").cloned();
     let text = message.as_ref().and_then(|m| m["content"][0]["text"].as_str()).unwrap_or_default().to_string();
-    assert_eq!(text, "header=[REDACTED] token=[REDACTED]", "{items}");
+    assert!(text.starts_with("header=[REDACTED] token=[REDACTED] b64="), "{items}");
+    // Encoded copies are masked too (issue 31, item 3): base64 of the header, hex of the token.
+    let (b64, hex) = encodings(&format!("Bearer {TOKEN}"), TOKEN);
+    assert!(!windows(&b64).any(|w| text.contains(w)) && !windows(&hex).any(|w| text.contains(w)), "{text}");
+    assert_eq!(text.matches("[REDACTED]").count(), 4, "{text}");
 
     // Echoed nowhere: answers of every endpoint, events, state files, the log.
     for path in [
@@ -425,7 +443,9 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
         assert!(!answer.to_string().contains(TOKEN), "an answer holds the secret: {answer}");
     }
     for event in &events {
-        assert!(!event.data.to_string().contains(TOKEN), "an event holds the secret: {}", event.data);
+        let data = event.data.to_string();
+        assert!(!data.contains(TOKEN), "an event holds the secret: {data}");
+        assert!(!windows(&b64).any(|w| data.contains(w)), "an event holds the secret in base64: {data}");
     }
     for (path, text) in texts_under(state.path()) {
         assert!(!text.contains(TOKEN), "{path} holds the secret");
