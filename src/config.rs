@@ -141,6 +141,8 @@ pub struct Config {
     pub watches: crate::fs::inotify::Limits,
     /// Connection timeouts and limits of every port.
     pub connections: crate::http::limits::ConnectionLimits,
+    /// MCP sessions one identity may hold open.
+    pub mcp_max_sessions: usize,
     /// How the browser group runs its browser.
     pub browser: crate::browser::BrowserSettings,
     /// Settings of the agents group (its runtime starts at first use).
@@ -243,6 +245,11 @@ impl Config {
                 Some(n) => crate::fs::inotify::Limits { max_watches: n, ..crate::fs::inotify::Limits::default() },
             },
             connections,
+            mcp_max_sessions: match o.mcp_max_sessions {
+                None => crate::http::mcp::DEFAULT_MAX_SESSIONS,
+                Some(0) => return Err(ConfigError::Invalid("mcp_max_sessions must be at least 1".into())),
+                Some(n) => n,
+            },
             browser,
             agents,
         })

@@ -178,6 +178,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .with_agents(config.agents.clone());
     state.interpreters = Arc::new(config.code.interpreters.clone());
     state.metrics_anonymous = config.metrics_anonymous;
+    state.mcp = Arc::new(crate::http::mcp::Mcp::new(config.mcp_max_sessions));
     state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));
     let terminals = Arc::clone(&state.terminals);
     let browser = Arc::clone(&state.browser);

@@ -25,7 +25,9 @@ printf '%s' "$ABX_MCP_DOCS_AUTHORIZATION" > seen
 tok="${ABX_MCP_DOCS_AUTHORIZATION#Bearer }"
 echo '{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}'
 echo '{"type":"turn.started"}'
-printf '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"header=%s token=%s"}}\n' "$ABX_MCP_DOCS_AUTHORIZATION" "$tok"
+b64=$(printf '%s' "$ABX_MCP_DOCS_AUTHORIZATION" | base64 -w0)
+hex=$(printf '%s' "$tok" | od -An -tx1 | tr -d ' \n')
+printf '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"header=%s token=%s b64=%s hex=%s"}}\n' "$ABX_MCP_DOCS_AUTHORIZATION" "$tok" "$b64" "$hex"
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
 
 fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&str>) {
@@ -35,6 +37,18 @@ fn assert_openai_error(reply: &Reply, status: u16, code: &str, param: Option<&st
     let kind = if status == 404 { "not_found_error" } else { "invalid_request_error" };
     assert_eq!(error["type"], kind, "{}", reply.body);
     assert_eq!((reply.header("x-should-retry"), reply.header("x-agent-sandbox-local")), (Some("false"), Some("1")));
+}
+
+/// The base64 of `header` and the hex of `token`, as the fake CLI prints them.
+fn encodings(header: &str, token: &str) -> (String, String) {
+    use base64::Engine as _;
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    (base64::engine::general_purpose::STANDARD.encode(header), hex)
+}
+
+/// Every 16-character piece of `text` past its first 12 (which encode `Bearer`).
+fn windows(text: &str) -> impl Iterator<Item = &str> {
+    (12..text.len().saturating_sub(16)).map(move |i| &text[i..i + 16])
 }
 
 fn bearer(token: &str) -> Value {
@@ -398,7 +412,11 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
     let items = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/items"), None).await.body;
     let message = items["data"].as_array().expect("items").iter().find(|i| i["type"] == "message").cloned();
     let text = message.as_ref().and_then(|m| m["content"][0]["text"].as_str()).unwrap_or_default().to_string();
-    assert_eq!(text, "header=[REDACTED] token=[REDACTED]", "{items}");
+    assert!(text.starts_with("header=[REDACTED] token=[REDACTED] b64="), "{items}");
+    // Encoded copies are masked too (issue 31, item 3): base64 of the header, hex of the token.
+    let (b64, hex) = encodings(&format!("Bearer {TOKEN}"), TOKEN);
+    assert!(!windows(&b64).any(|w| text.contains(w)) && !windows(&hex).any(|w| text.contains(w)), "{text}");
+    assert_eq!(text.matches("[REDACTED]").count(), 4, "{text}");
 
     // Echoed nowhere: answers of every endpoint, events, state files, the log.
     for path in [
@@ -425,7 +443,9 @@ async fn a_secret_reaches_the_cli_environment_and_is_echoed_nowhere() {
         assert!(!answer.to_string().contains(TOKEN), "an answer holds the secret: {answer}");
     }
     for event in &events {
-        assert!(!event.data.to_string().contains(TOKEN), "an event holds the secret: {}", event.data);
+        let data = event.data.to_string();
+        assert!(!data.contains(TOKEN), "an event holds the secret: {data}");
+        assert!(!windows(&b64).any(|w| data.contains(w)), "an event holds the secret in base64: {data}");
     }
     for (path, text) in texts_under(state.path()) {
         assert!(!text.contains(TOKEN), "{path} holds the secret");
@@ -602,4 +622,59 @@ async fn vaults_belong_to_their_caller_and_the_policy_decides_who_may_call() {
         (403, Some("missing_scope"), Some("agents:use"))
     );
     assert_eq!(as_("alice-token", "GET", "/v1/vaults".into(), None).await.1["data"][0]["id"], vid);
+}
+
+/// A host name that resolves, on this machine and without a network, only
+/// to loopback or private addresses (from `/etc/hosts` or the machine's
+/// own name), and is not written as one.
+fn a_name_resolving_to_loopback() -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string());
+    let candidates = ["ip6-localhost", "ip6-loopback"].into_iter().map(str::to_string).chain(own);
+    candidates.filter(|name| !name.is_empty() && name != "localhost").find(|name| {
+        let addrs: Vec<_> = (name.as_str(), 443).to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+        !addrs.is_empty() && addrs.iter().all(|a| !agent_sandbox_server::policy::guards::urls::is_public(a.ip()))
+    })
+}
+
+/// Issue 31, item 8: a credential's URL was checked only as written, so a
+/// name that resolves to loopback (`ip6-localhost`, `*.nip.io`) and the 6to4
+/// form of 127.0.0.1 (`[2002:7f00:1::]`) were accepted and the token handed
+/// to the CLI for them. Now the tunnelled forms are refused when stored,
+/// and a name is resolved and checked again when a turn is about to use
+/// the token: the turn fails before the CLI starts.
+#[tokio::test]
+async fn a_credential_url_is_resolved_and_checked_again_when_used() {
+    let Setup { _bin, work, server, vault, creds, .. } = setup().await;
+    for url in ["https://[2002:7f00:1::]/mcp", "https://[::ffff:127.0.0.1]/mcp", "https://[64:ff9b::7f00:1]/mcp"] {
+        let auth = json!({"type": "static_bearer", "token": TOKEN, "mcp_server_url": url});
+        let reply = call(&server, "POST", &creds, Some(json!({"name": "t", "auth": auth}))).await;
+        assert_openai_error(&reply, 400, "invalid_request", Some("auth.mcp_server_url"));
+    }
+    let Some(name) = a_name_resolving_to_loopback() else {
+        eprintln!("skipped the resolution half: no name resolves to loopback here");
+        return;
+    };
+    let url = format!("https://{name}/mcp");
+    let other = new_vault(&server).await;
+    let auth = json!({"type": "static_bearer", "token": TOKEN, "mcp_server_url": url});
+    let stored =
+        call(&server, "POST", &format!("/v1/vaults/{other}/credentials"), Some(json!({"name": "n", "auth": auth})))
+            .await;
+    assert_eq!(stored.status, 200, "as written, {name} is a name: {}", stored.body);
+    let mut body = session_body(&other, work.path(), Some("use the docs"));
+    body["agent"]["tools"][0]["transport"]["server_url"] = json!(url);
+    let sid = create(&server, body).await;
+    wait_idle(&server, &sid).await;
+    let turn = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/turns"), None).await.body["data"][0].clone();
+    assert_eq!(turn["status"], "failed", "{turn}");
+    let message = "the MCP server 'docs' resolves to a loopback, private or link-local address; \
+                   its vault credential was not used";
+    assert_eq!(turn["error"], json!({"code": "invalid_request", "message": message}));
+    assert!(!work.path().join("seen").exists(), "the CLI never started, so it never had the token");
+    // The same vault's credential for a public name is used as before.
+    let sid = create(&server, session_body(&vault, work.path(), Some("use the docs"))).await;
+    wait_idle(&server, &sid).await;
+    let seen = std::fs::read_to_string(work.path().join("seen")).expect("the CLI ran");
+    assert_eq!(seen, format!("Bearer {TOKEN}"));
 }

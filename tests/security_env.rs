@@ -189,3 +189,38 @@ async fn without_command_rules_the_environment_is_the_caller_s() {
     assert_eq!(status, 200, "{result}");
     assert!(result["stderr"].as_str().is_some_and(|e| e.contains("LD_PRELOAD")), "the loader read it: {result}");
 }
+
+/// Issue 31, item 3: every child runs as the daemon's user, so one
+/// identity's processes can read another's (an agent CLI's vault tokens
+/// from `/proc/<pid>/environ`). `check-config` says so when two identities
+/// may start programs, and stays quiet when only one may.
+#[test]
+fn check_config_warns_when_identities_share_the_children_s_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warnings = |tokens: Value| {
+        let policy = policy_file(dir.path(), &json!({"auth": {"tokens": tokens}}));
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-sandbox-server"))
+            .args(["check-config", "--json", "--enabled-groups", "agents", "--policy", &policy])
+            .env("T_ALICE", "alice-secret-1")
+            .env("T_BOB", "bob-secret-2")
+            .env("T_READER", "reader-secret-3")
+            .output()
+            .expect("check-config");
+        let doc: Value = serde_json::from_slice(&output.stdout).expect("json");
+        let all: Vec<String> = doc["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(|w| w.as_str().map(str::to_string))
+            .collect();
+        all.into_iter().filter(|w| w.contains("may each start programs")).collect::<Vec<_>>()
+    };
+    let alice = json!({"id": "alice", "scopes": ["agents:use"], "token_env": "T_ALICE"});
+    let bob = json!({"id": "bob", "scopes": ["process:run"], "token_env": "T_BOB"});
+    let reader = json!({"id": "reader", "scopes": ["files:read"], "token_env": "T_READER"});
+    let shared = warnings(json!([alice, bob, reader]));
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert!(shared[0].starts_with("identities alice, bob may each start programs"), "{shared:?}");
+    assert!(shared[0].contains("identities that share one sandbox"), "it points at the threat model");
+    assert_eq!(warnings(json!([alice, reader])), Vec::<String>::new(), "one identity runs programs");
+}

@@ -179,7 +179,8 @@ async fn a_fresh_connection_waits_for_the_idle_timeout_not_the_head_timeout() {
 /// Defect 5, limits: with `ulimit -n 1024`, 1,100 half-open connections made
 /// `/health`, `stat` and `/shell` time out until they were released. Now each
 /// port caps its connections, keeps a reserve for `/health` and
-/// authenticated callers, and answers 503 beyond.
+/// authenticated callers, and at the cap a new connection takes the place
+/// of the one that has waited longest for a request (issue 31, item 9).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_capped_with_a_reserve_for_health_and_tokens() {
     let server = common::server()
@@ -203,9 +204,11 @@ async fn connections_are_capped_with_a_reserve_for_health_and_tokens() {
     for _ in 0..3 {
         half_open.push(TcpStream::connect(&api).await.expect("connect"));
     }
-    let mut beyond = TcpStream::connect(&api).await.expect("connect");
-    let (status, answer) = read_answer(&mut beyond).await;
-    assert_eq!(status, 503, "past the cap even /health waits: {answer}");
+    // At the cap, a probe takes the place of the connection that has waited longest for a request.
+    let (status, answer) = exchange(&api, &get("/health", None)).await;
+    assert_eq!(status, 200, "past the cap a probe still gets through: {answer}");
+    assert!(closed_within(&mut half_open[0], Duration::from_secs(5), false).await, "the oldest head was closed");
+    assert!(!closed_within(&mut half_open[7], Duration::from_millis(300), false).await, "the newest one was not");
     drop(half_open);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -219,10 +222,12 @@ async fn connections_are_capped_with_a_reserve_for_health_and_tokens() {
 }
 
 /// Defect 5, descriptors: once the daemon runs out of file descriptors, new
-/// connections hung. Now they are answered 503, and the port serves again
-/// as soon as descriptors are free, without a restart.
+/// connections hung; then they were answered 503, probes too. Now the
+/// connection that has waited longest for a request makes room, so a probe
+/// is answered while the descriptors are all in use, and the port serves as
+/// usual once they are free, without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn out_of_descriptors_means_503_then_recovery() {
+async fn out_of_descriptors_a_waiting_connection_makes_room() {
     if !std::path::Path::new("/usr/bin/prlimit").exists() {
         eprintln!("skipped: prlimit is missing");
         return;
@@ -236,19 +241,59 @@ async fn out_of_descriptors_means_503_then_recovery() {
     for _ in 0..120 {
         held.push(TcpStream::connect(&api).await.expect("connect"));
     }
-    // More connections than descriptors: the last ones are answered, not left hanging.
-    let last = held.last_mut().expect("a connection");
-    let (status, refused) = read_answer(last).await;
-    assert_eq!(status, 503, "{refused}");
-    assert!(refused.contains("out of file descriptors"), "{refused}");
+    let (status, answer) = exchange(&api, &get("/health", None)).await;
+    assert_eq!(status, 200, "a probe is answered with every descriptor in use: {answer}");
+    assert!(closed_within(&mut held[0], Duration::from_secs(5), false).await, "the oldest made room");
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (status, _) = exchange(&api, &get("/health", None)).await;
-        if status == 200 {
-            break;
+        let (status, _) = exchange(&api, &get("/files/stat?path=.", None)).await;
+        if status == 401 {
+            break; // served normally again (no token: refused by the policy, not by the cap)
         }
         assert!(Instant::now() < deadline, "the port recovers without a restart: {status}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Issue 31, item 9: with `ulimit -n 1024`, 1,100 slow unauthenticated
+/// connections that never finished their heads made 59 of 72 `/health`
+/// probes fail (503 `connection_limit`): an orchestrator restarts a sandbox
+/// whose liveness probe fails. Now the slow connections only push each
+/// other out: every probe, and every authenticated call, is answered
+/// promptly while they keep coming. (A low `ulimit -n` keeps the cap, and
+/// so the flood, small.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_connections_cannot_starve_health_or_tokens() {
+    if !std::path::Path::new("/usr/bin/prlimit").exists() {
+        eprintln!("skipped: prlimit is missing");
+        return;
+    }
+    // 256 descriptors: 32 connections per port, 4 of them in the reserve.
+    let server = common::server().launcher(["/usr/bin/prlimit", "--nofile=256:256"]).start();
+    let api = addr(&server, "api");
+    let slow = |api: String| async move {
+        let mut stream = TcpStream::connect(&api).await.expect("connect");
+        stream.write_all(b"GET /files/stat?path=. HTTP/1.1\r\nHost: sandbox\r\n").await.expect("write");
+        stream
+    };
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        flood.push(slow(api.clone()).await);
+    }
+    for round in 0..20 {
+        for _ in 0..5 {
+            flood.push(slow(api.clone()).await);
+        }
+        let (token, request) = if round % 2 == 0 {
+            (None, get("/health", None))
+        } else {
+            (Some(common::TOKEN), get("/files/stat?path=.", Some(common::TOKEN)))
+        };
+        let started = Instant::now();
+        let answered = tokio::time::timeout(Duration::from_secs(1), exchange(&api, &request)).await;
+        let (status, answer) = answered.unwrap_or_else(|_| panic!("round {round}: no answer within 1 s"));
+        assert_eq!(status, 200, "round {round} ({token:?}), after {:?}: {answer}", started.elapsed());
+    }
+    assert!(closed_within(&mut flood[0], Duration::from_secs(5), false).await, "the oldest slow head was closed");
 }

@@ -3,14 +3,19 @@
 //! output, and with the process scopes signalled it or wrote to its stdin;
 //! any identity with `terminal:use` attached to, resized or deleted any
 //! terminal. Now each identity sees and touches its own, and the admin
-//! scopes (`process:admin`, `terminal:admin`) see everyone's.
+//! scopes (`process:admin`, `terminal:admin`) see everyone's. Issue 31
+//! (item 6) reported the PTY port's WebSocket attach as open to another
+//! identity; the attach is covered with a real upgrade here.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
 
 mod common;
 
+use futures_util::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
 
 use common::envd::{call, Frames};
 
@@ -129,6 +134,81 @@ async fn terminals_belong_to_the_identity_that_opened_them() {
     let (status, info) = send(&server, Method::GET, &session, ALICE, None).await;
     assert_eq!((status, info["cols"].as_u64()), (200, Some(80)), "bob's resize never happened: {info}");
     let (status, _) = send(&server, Method::DELETE, &session, ALICE, None).await;
+    assert_eq!(status, 200);
+}
+
+/// How a test attaches to a terminal over the WebSocket.
+struct Attach<'a> {
+    token: &'a str,
+    /// The token as `?token=` rather than a header.
+    in_query: bool,
+    /// Types a command whose output is `typed-15`.
+    types: bool,
+    /// Stops reading once the text frames contain this.
+    until: Option<&'a str>,
+}
+
+/// What an attach to `session` receives before the server closes it, the
+/// text frames hold `until`, or 3 s pass: its text frames and the close
+/// frame's code and reason.
+async fn attach(server: &common::TestServer, session: &str, how: Attach<'_>) -> (String, Option<(u16, String)>) {
+    let mut url = format!("{}/pty?session_id={session}", server.pty_base());
+    if how.in_query {
+        url.push_str(&format!("&token={}", how.token));
+    }
+    let mut request = url.into_client_request().expect("request");
+    if !how.in_query {
+        request.headers_mut().insert("authorization", format!("Bearer {}", how.token).parse().expect("header"));
+    }
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the handshake is accepted");
+    if how.types {
+        let input = json!({"type": "input", "data": "echo typed-$((3*5))\n"}).to_string();
+        let _ = socket.send(Message::Text(input.into())).await;
+    }
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    while let Ok(Some(frame)) = tokio::time::timeout_at(deadline, socket.next()).await {
+        match frame {
+            Ok(Message::Text(t)) => text.push_str(t.as_str()),
+            Ok(Message::Close(close)) => return (text, close.map(|f| (u16::from(f.code), f.reason.to_string()))),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        if how.until.is_some_and(|needle| text.contains(needle)) {
+            break;
+        }
+    }
+    (text, None)
+}
+
+/// Issue 31, item 6: another identity's WebSocket attach on the PTY port,
+/// with its token as a header or as `?token=`, gets exactly what an unknown
+/// session gets (the handshake, then close 1008 "Unknown session"): no
+/// output, no scrollback, and its input never reaches the shell. The owner
+/// and the terminal admin attach.
+#[tokio::test]
+async fn a_terminal_is_attached_only_by_its_owner_over_the_websocket() {
+    let (_dir, server) = owners_server();
+    let (status, created) =
+        send(&server, Method::POST, "/pty/sessions", ALICE, Some(json!({"shell": "/bin/sh"}))).await;
+    assert_eq!(status, 200, "{created}");
+    let id = created["session_id"].as_str().expect("id").to_string();
+    let bob = |in_query| Attach { token: BOB, in_query, types: true, until: None };
+    let (seen, close) = attach(&server, "no-such-session", bob(false)).await;
+    let unknown = Some((1008, "Unknown session: no-such-session".to_string()));
+    assert_eq!((seen.as_str(), close), ("", unknown), "an unknown session");
+    for in_query in [false, true] {
+        let (seen, close) = attach(&server, &id, bob(in_query)).await;
+        assert_eq!(seen, "", "bob receives nothing of alice's terminal (token in query: {in_query})");
+        assert_eq!(close, Some((1008, format!("Unknown session: {id}"))), "as an unknown session");
+    }
+    let alice = Attach { token: ALICE, in_query: false, types: true, until: Some("typed-15") };
+    let (seen, close) = attach(&server, &id, alice).await;
+    assert!(seen.contains("\"started\"") && seen.contains("typed-15"), "alice attaches: {seen} {close:?}");
+    let ops = Attach { token: OPS, in_query: true, types: false, until: Some("typed-15") };
+    let (seen, close) = attach(&server, &id, ops).await;
+    assert_eq!(seen.matches("typed-15").count(), 1, "the admin sees alice's command, none of bob's: {seen} {close:?}");
+    let (status, _) = send(&server, Method::DELETE, &format!("/pty/sessions/{id}"), ALICE, None).await;
     assert_eq!(status, 200);
 }
 

@@ -25,6 +25,10 @@
 //! | `agents_allow_private_urls` | `false` | private and loopback hosts in credential and webhook URLs, and webhook deliveries to them |
 //! | `agents_webhook_allow_http` | `false` | webhook URLs may be `http`, not only `https` |
 //! | `agents_max_file_bytes` | 10 MiB | largest file blob, template or environment file |
+//! | `agents_max_sessions` (ours) | `100` | sessions per caller ([`Quotas`]) |
+//! | `agents_max_definitions`, `agents_max_environments`, `agents_max_templates` (ours) | `100` each | per caller |
+//! | `agents_max_template_bytes` (ours) | 64 MiB | a caller's template files together |
+//! | `agents_max_webhooks` (ours) | `20` | webhook endpoints per caller |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,8 +46,8 @@ pub struct AgentsConfig {
     pub default_runtime: Option<String>,
     /// CLIs running at once.
     pub max_concurrent_turns: usize,
-    /// Sessions kept; the least recently active idle ones go first.
-    pub max_sessions: usize,
+    /// Per-caller quotas of what the group keeps.
+    pub quotas: Quotas,
     /// Idle sessions older than this are forgotten.
     pub session_ttl: Duration,
     /// Whether traces are served.
@@ -76,6 +80,39 @@ pub struct AgentsConfig {
     pub max_file_bytes: u64,
 }
 
+/// What one caller (policy identity) may keep at once. Each is counted
+/// over the caller's own records only: a caller at its quota is refused
+/// (429 `agents.quota_exceeded`, the quota named) or, for sessions, loses
+/// its own least recently active idle one; never another caller's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quotas {
+    /// Agent sessions (`agents_max_sessions`).
+    pub sessions: usize,
+    /// Agent definitions (`agents_max_definitions`).
+    pub definitions: usize,
+    /// Environments (`agents_max_environments`).
+    pub environments: usize,
+    /// Environment templates (`agents_max_templates`).
+    pub templates: usize,
+    /// Bytes of all the caller's template files together (`agents_max_template_bytes`).
+    pub template_bytes: u64,
+    /// Webhook endpoints (`agents_max_webhooks`).
+    pub webhooks: usize,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            sessions: 100,
+            definitions: 100,
+            environments: 100,
+            templates: 100,
+            template_bytes: 64 * 1024 * 1024,
+            webhooks: 20,
+        }
+    }
+}
+
 /// Limits set by an option (flag, variable or TOML file), above the JSON file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SetLimits {
@@ -93,7 +130,7 @@ impl Default for AgentsConfig {
             state_dir: None,
             default_runtime: None,
             max_concurrent_turns: 4,
-            max_sessions: 200,
+            quotas: Quotas::default(),
             session_ttl: Duration::from_secs(24 * 3600),
             traces: false,
             allow_command: true,

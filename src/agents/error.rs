@@ -53,6 +53,17 @@ pub enum AgentError {
     /// Too many concurrent event streams on one session.
     #[error("too many concurrent subscribers for this session (at most {0})")]
     TooManySubscribers(usize),
+    /// The caller holds as many of a kind as its quota allows (429): only
+    /// its own records count, and only its own idle ones are ever evicted.
+    #[error("quota {quota} reached: at most {limit} {what} per caller")]
+    QuotaExceeded {
+        /// The option that sets the quota (`agents_max_sessions`, ...).
+        quota: &'static str,
+        /// Its value.
+        limit: u64,
+        /// What is counted (`sessions`, `bytes of template files`, ...).
+        what: &'static str,
+    },
     /// Something failed inside the server (the details are logged).
     #[error("internal error: {0}")]
     Internal(String),

@@ -65,6 +65,46 @@ struct Rows<T> {
 pub struct Registry<T> {
     prefix: String,
     rows: Mutex<Rows<T>>,
+    quota: Quota<T>,
+}
+
+/// What one owner may keep of a kind: a count and, for kinds whose
+/// records weigh bytes, a total. Checked under the registry's lock, so
+/// concurrent creates cannot pass it together.
+#[derive(Debug, Clone, Copy)]
+pub struct Quota<T> {
+    /// The option naming the count (`agents_max_definitions`, ...), its value, and what it counts.
+    pub count: Option<(&'static str, usize, &'static str)>,
+    /// The option naming the byte total, its value, and a record's weight.
+    pub bytes: Option<(&'static str, u64, Weigh<T>)>,
+}
+
+/// How many bytes a record holds (its files, for templates).
+pub type Weigh<T> = fn(&T) -> u64;
+
+impl<T> Default for Quota<T> {
+    fn default() -> Self {
+        Quota { count: None, bytes: None }
+    }
+}
+
+impl<T> Quota<T> {
+    /// Whether `owner`, holding `rows`, may hold `next` in place of `replaced` (an update) or beside them.
+    fn admit(&self, rows: &Rows<T>, owner: &str, next: &T, replaced: Option<&str>) -> Result<(), AgentError> {
+        let own = || rows.map.values().filter(|(_, r)| r.owner == owner && Some(r.id.as_str()) != replaced);
+        if let Some((quota, limit, what)) = self.count.filter(|_| replaced.is_none()) {
+            if own().count() >= limit {
+                return Err(AgentError::QuotaExceeded { quota, limit: limit as u64, what });
+            }
+        }
+        if let Some((quota, limit, weigh)) = self.bytes {
+            let held: u64 = own().map(|(_, r)| weigh(&r.data)).sum();
+            if held.saturating_add(weigh(next)) > limit {
+                return Err(AgentError::QuotaExceeded { quota, limit, what: "bytes" });
+            }
+        }
+        Ok(())
+    }
 }
 
 fn now_secs() -> i64 {
@@ -74,7 +114,17 @@ fn now_secs() -> i64 {
 impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     /// An empty registry minting ids `prefix` + 24 hex digits, kept in memory.
     pub fn in_memory(prefix: &str) -> Self {
-        Registry { prefix: prefix.to_string(), rows: Mutex::new(Rows { map: HashMap::new(), next: 0, journal: None }) }
+        Registry {
+            prefix: prefix.to_string(),
+            rows: Mutex::new(Rows { map: HashMap::new(), next: 0, journal: None }),
+            quota: Quota::default(),
+        }
+    }
+
+    /// This registry, bounding what each owner keeps by `quota`.
+    pub fn with_quota(mut self, quota: Quota<T>) -> Self {
+        self.quota = quota;
+        self
     }
 
     /// The registry journaled at `path`: its records are replayed, the file
@@ -135,11 +185,12 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     /// Stores a new record of `owner` under `id` (see [`Registry::mint`]).
     ///
     /// # Errors
-    /// The journal cannot be written.
+    /// [`AgentError::QuotaExceeded`] past the owner's quota; the journal cannot be written.
     pub fn create_with_id(&self, owner: &str, id: String, data: T) -> Result<Arc<Stored<T>>, AgentError> {
         let now = now_secs();
         let record = Arc::new(Stored { id, owner: owner.to_string(), created_at: now, updated_at: now, data });
         let mut rows = self.lock();
+        self.quota.admit(&rows, owner, &record.data, None)?;
         Self::write(&mut rows, &LineRef::Put(&record))?;
         let seq = rows.next;
         rows.next += 1;
@@ -177,8 +228,9 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
     /// advancing `updated_at`; `None` when there is no such record.
     ///
     /// # Errors
-    /// What `change` returns, or a journal that cannot be written (the
-    /// record is then left as it was).
+    /// What `change` returns, [`AgentError::QuotaExceeded`] when the
+    /// changed record passes the owner's byte quota, or a journal that
+    /// cannot be written (the record is then left as it was).
     pub fn update(
         &self,
         owner: &str,
@@ -189,6 +241,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Registry<T> {
         let Some((_, current)) = rows.map.get(id).filter(|(_, r)| r.owner == owner) else { return Ok(None) };
         let mut next = Stored::clone(current);
         change(&mut next.data)?;
+        self.quota.admit(&rows, owner, &next.data, Some(id))?;
         next.updated_at = now_secs().max(next.updated_at);
         Self::write(&mut rows, &LineRef::Put(&next))?;
         let next = Arc::new(next);

@@ -1,9 +1,12 @@
 //! Secret redaction of everything a turn stores or streams: registered
-//! secret values (verbatim, URL-encoded and JSON-escaped) and common token
-//! shapes (`sk-...`, GitHub tokens, bearer tokens, `api_key=...`).
+//! secret values (verbatim, URL-encoded with either case of hex digits,
+//! JSON-escaped, hex in either case, and base64, standard and URL-safe, at
+//! each of the three alignments it can have inside a longer encoded text,
+//! so `echo "Bearer $TOKEN" | base64` is caught) and common token shapes
+//! (`sk-...`, GitHub tokens, bearer tokens, `api_key=...`).
 //!
-//! Best effort, as the reference: a transformed copy (base64, split across
-//! two tool calls) cannot be recognised.
+//! Best effort: a copy transformed otherwise (encrypted, reversed, split
+//! across two tool calls) cannot be recognised.
 
 use std::sync::LazyLock;
 
@@ -51,8 +54,18 @@ impl Redactor {
                 continue;
             }
             let json = crate::pyrepr::json_str(value);
-            for form in [value.to_string(), url_quote(value), json[1..json.len() - 1].to_string()] {
-                if !form.is_empty() && !self.needles.contains(&form) {
+            let quoted = url_quote(value);
+            let mut forms = vec![
+                value.to_string(),
+                lowercase_escapes(&quoted),
+                quoted,
+                json[1..json.len() - 1].to_string(),
+                crate::ids::hex(value.as_bytes()),
+                crate::ids::hex(value.as_bytes()).to_ascii_uppercase(),
+            ];
+            forms.extend(base64_forms(value.as_bytes()));
+            for form in forms {
+                if form.chars().count() >= MIN_SECRET_LEN && !self.needles.contains(&form) {
                     self.needles.push(form);
                 }
             }
@@ -131,6 +144,40 @@ fn floor_char(text: &str, mut index: usize) -> usize {
 }
 
 /// Python's `urllib.parse.quote(value, safe="")`.
+/// The base64 text that `bytes` alone decide, standard and URL-safe, for
+/// each of the three offsets (mod 3) they can start at inside a longer
+/// encoded text: the characters that also depend on a neighbouring byte are
+/// left out, so the needle matches wherever the secret sits.
+fn base64_forms(bytes: &[u8]) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = Vec::new();
+    for offset in 0..3usize {
+        let mut shifted = vec![0u8; offset];
+        shifted.extend_from_slice(bytes);
+        let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&shifted);
+        let (first_bit, end_bit) = (offset * 8, (offset + bytes.len()) * 8);
+        let (start, end) = (first_bit.div_ceil(6), end_bit / 6);
+        let Some(own) = encoded.get(start..end.max(start)) else { continue };
+        forms.push(own.to_string());
+        forms.push(own.replace('+', "-").replace('/', "_"));
+    }
+    forms
+}
+
+/// A URL-encoded text with lower-case hex digits in its escapes.
+fn lowercase_escapes(quoted: &str) -> String {
+    let mut out = String::with_capacity(quoted.len());
+    let mut rest = quoted;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let escape = rest.get(at..at + 3).unwrap_or(&rest[at..]);
+        out.push_str(&escape.to_ascii_lowercase());
+        rest = &rest[at + escape.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn url_quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
@@ -157,6 +204,27 @@ mod tests {
     }
 
     #[test]
+    fn encoded_copies_of_a_secret_are_masked_wherever_it_sits() {
+        use base64::Engine as _;
+        let secret = "vault-secret-7f3a9c2e41d8";
+        let r = Redactor::new([secret]);
+        for prefix in ["", "B", "Be", "Bearer ", "Authorization: Bearer "] {
+            let plain = format!("{prefix}{secret}\n");
+            for engine in [base64::engine::general_purpose::STANDARD, base64::engine::general_purpose::URL_SAFE] {
+                let encoded = engine.encode(plain.as_bytes());
+                let masked = r.redact(&encoded);
+                assert!(masked.contains(REDACTED), "{prefix:?}: {encoded} -> {masked}");
+                assert!(masked.len() < encoded.len() / 2 + 20, "most of it is masked: {masked}");
+            }
+            let hex = crate::ids::hex(plain.as_bytes());
+            assert!(r.redact(&hex).contains(REDACTED) && r.redact(&hex.to_uppercase()).contains(REDACTED));
+        }
+        let quoted = "q=vault%2Dsecret".to_string();
+        assert_eq!(Redactor::new(["vault/secret!"]).redact("vault%2fsecret%21"), REDACTED, "lower-case escapes");
+        assert_eq!(r.redact(&quoted), quoted, "an unrelated text is left alone");
+    }
+
+    #[test]
     fn token_shapes_are_masked_without_registration() {
         let r = Redactor::default();
         assert_eq!(r.redact("key sk-abcdefghijklmnop1234 end"), "key [REDACTED] end");
@@ -172,7 +240,11 @@ mod tests {
         let text = "hello tops";
         let cut = r.safe_cut(text);
         assert!(cut <= "hello ".len() + 1, "{cut}");
-        assert_eq!(r.safe_cut("hello topsecret and more text"), "hello topsecret and more text".len() - 8);
+        // The tail held back is as long as the longest form (hex, twice the secret), less one:
+        // here it would end inside the secret, so the cut moves before it.
+        assert_eq!(r.safe_cut("hello topsecret and more text"), "hello ".len());
+        let long = format!("hello topsecret{}", " ".repeat(40));
+        assert_eq!(r.safe_cut(&long), long.len() - 17);
         assert_eq!(Redactor::default().safe_cut("anything"), 8);
         assert_eq!(r.safe_cut("ééé"), 0);
     }

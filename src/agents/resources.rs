@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::config::Quotas;
 use super::error::AgentError;
 use super::journal;
-use super::records::{Registry, Stored};
+use super::records::{Quota, Registry, Stored};
 use super::spec::{CommandSpec, McpServer};
 
 /// Bytes a caller may keep as blobs at most (the reference's figure).
@@ -164,6 +165,31 @@ impl Resources {
             dir: dir.to_path_buf(),
             contents: Mutex::new(()),
             max_file_bytes,
+        }
+    }
+
+    /// These resources, bounding what each caller keeps by `quotas`.
+    pub fn with_quotas(self, quotas: &Quotas) -> Self {
+        fn count<T>(name: &'static str, limit: usize, what: &'static str) -> Quota<T> {
+            Quota { count: Some((name, limit, what)), bytes: None }
+        }
+        let weigh: fn(&Template) -> u64 = |t| t.files.iter().map(|f| f.size).sum();
+        Resources {
+            definitions: self.definitions.with_quota(count(
+                "agents_max_definitions",
+                quotas.definitions,
+                "definitions",
+            )),
+            environments: self.environments.with_quota(count(
+                "agents_max_environments",
+                quotas.environments,
+                "environments",
+            )),
+            templates: self.templates.with_quota(Quota {
+                count: Some(("agents_max_templates", quotas.templates, "templates")),
+                bytes: Some(("agents_max_template_bytes", quotas.template_bytes, weigh)),
+            }),
+            ..self
         }
     }
 

@@ -100,6 +100,7 @@ impl Agents {
             tokio::task::spawn_blocking(move || super::resources::Resources::open(&dir, persistent, max))
                 .await
                 .unwrap_or_else(|_| super::resources::Resources::open(&std::env::temp_dir(), false, 0))
+                .with_quotas(&config.quotas)
         };
         let mut agents = Agents {
             config,
@@ -214,13 +215,16 @@ impl Agents {
         }
     }
 
-    /// Creates an idle session (evicting expired or excess idle ones first).
+    /// Creates an idle session (evicting expired ones first, and the
+    /// owner's own least recently active idle one when it is at its quota).
     ///
     /// # Errors
-    /// An invalid spec, or a session directory that cannot be written.
+    /// An invalid spec, [`AgentError::QuotaExceeded`] when the owner is at
+    /// its quota with no idle session to let go, or a session directory
+    /// that cannot be written.
     pub fn create_session(&self, new: NewSession) -> Result<Arc<Session>, AgentError> {
         self.validate(&new.spec)?;
-        self.evict();
+        self.evict(&new.meta.owner)?;
         let header = SessionHeader {
             id: format!("agsess_{}", crate::ids::random_hex(12)),
             created_at: super::turn::now(),
@@ -303,11 +307,17 @@ impl Agents {
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     }
 
-    /// Forgets idle, unwatched sessions past the TTL, then the least recently
-    /// active idle ones beyond `max_sessions`.
-    fn evict(&self) {
+    /// Forgets idle, unwatched sessions past the TTL (anyone's), then, when
+    /// `owner` holds its quota of sessions, its own least recently active
+    /// idle one: one caller's sessions never push out another's.
+    ///
+    /// # Errors
+    /// [`AgentError::QuotaExceeded`] when `owner` is at its quota and none
+    /// of its sessions is idle and unwatched.
+    fn evict(&self, owner: &str) -> Result<(), AgentError> {
         let now = super::turn::now();
         let ttl = self.config.session_ttl.as_secs_f64();
+        let quota = self.config.quotas.sessions;
         let victims: Vec<Arc<Session>> = {
             let map = self.lock();
             let mut idle: Vec<(f64, Arc<Session>)> = map
@@ -319,9 +329,19 @@ impl Agents {
                 .map(|s| (s.last_active_at(), Arc::clone(s)))
                 .collect();
             idle.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let expired = idle.iter().filter(|(at, _)| now - at > ttl).count();
-            let overflow = (map.len() + 1).saturating_sub(self.config.max_sessions);
-            idle.into_iter().take(expired.max(overflow)).map(|(_, s)| s).collect()
+            let (expired, kept): (Vec<_>, Vec<_>) = idle.into_iter().partition(|(at, _)| now - at > ttl);
+            let owned = |s: &Session| s.meta().owner == owner;
+            let held = map.values().filter(|s| owned(s)).count() - expired.iter().filter(|(_, s)| owned(s)).count();
+            let overflow = (held + 1).saturating_sub(quota);
+            let own_idle: Vec<Arc<Session>> = kept.into_iter().map(|(_, s)| s).filter(|s| owned(s)).collect();
+            if overflow > own_idle.len() {
+                return Err(AgentError::QuotaExceeded {
+                    quota: "agents_max_sessions",
+                    limit: quota as u64,
+                    what: "sessions",
+                });
+            }
+            expired.into_iter().map(|(_, s)| s).chain(own_idle.into_iter().take(overflow)).collect()
         };
         for session in victims {
             tracing::info!(session = %session.id, "agents: evicting an idle session");
@@ -335,6 +355,7 @@ impl Agents {
                 Err(_) => drop(std::fs::remove_dir_all(dir)),
             }
         }
+        Ok(())
     }
 
     /// A stream of `session`'s events after `after` (`None`: from now on).
@@ -382,7 +403,8 @@ mod tests {
     use crate::agents::spec::CommandSpec;
 
     async fn agents(max_sessions: usize, state: &std::path::Path) -> Arc<Agents> {
-        let config = AgentsConfig { state_dir: Some(state.to_path_buf()), max_sessions, ..AgentsConfig::default() };
+        let quotas = crate::agents::config::Quotas { sessions: max_sessions, ..Default::default() };
+        let config = AgentsConfig { state_dir: Some(state.to_path_buf()), quotas, ..AgentsConfig::default() };
         Agents::start(config, Arc::new(ChildEnv::from_vars([], &[])), CancellationToken::new()).await
     }
 
@@ -405,16 +427,26 @@ mod tests {
         let state = tempfile::tempdir().expect("state");
         let agents = agents(2, state.path()).await;
         let first = agents.create_session(new_session("a")).expect("first");
+        let theirs = agents.create_session(new_session("b")).expect("b's");
         let second = agents.create_session(new_session("a")).expect("second");
         let third = agents.create_session(new_session("a")).expect("third");
         let ids: Vec<String> = agents.sessions("a", SessionKind::Session).iter().map(|s| s.id.clone()).collect();
         assert_eq!(ids, [second.id.clone(), third.id.clone()]);
         assert!(matches!(first.log.read(0, 1), Read::Closed), "its streams end");
+        let again = agents.create_session(new_session("b")).expect("b's second");
+        let _held =
+            (agents.subscribe(&theirs, None).expect("watched"), agents.subscribe(&again, None).expect("watched"));
+        let refused = agents.create_session(new_session("b"));
+        assert!(
+            matches!(refused, Err(AgentError::QuotaExceeded { quota: "agents_max_sessions", limit: 2, .. })),
+            "b's sessions are watched, a's are not b's to take: {refused:?}"
+        );
+        assert_eq!(agents.sessions("a", SessionKind::Session).len(), 2);
         assert!(
             matches!(agents.session("b", &second.id), Err(AgentError::NotFound { .. })),
             "a foreign id reads as unknown"
         );
-        assert!(agents.sessions("b", SessionKind::Session).is_empty());
+        assert_eq!(agents.sessions("b", SessionKind::Session).len(), 2);
     }
 
     #[tokio::test]

@@ -202,10 +202,18 @@ impl Agents {
     }
 
     async fn run_turn(&self, session: &Arc<Session>, turn_id: &str, cancel: CancellationToken) {
-        let (mut spec, native, prompt, redact) = {
+        let (mut spec, native, prompt, redact, bound) = {
             let mut state = session.lock();
             let (extra, redact) =
                 state.controls.get(turn_id).map(|c| (c.mcp_servers.clone(), c.redact.clone())).unwrap_or_default();
+            let bound: Vec<(String, String)> = extra
+                .iter()
+                .filter(|s| {
+                    let header = s.headers.get("Authorization");
+                    redact.iter().any(|secret| header.is_some_and(|h| *h == format!("Bearer {secret}")))
+                })
+                .filter_map(|s| s.url.clone().map(|url| (s.name.clone(), url)))
+                .collect();
             let native = state.native_session_id.clone();
             let mut spec = state.spec.clone();
             spec.mcp_servers.retain(|s| !extra.iter().any(|e| e.name == s.name));
@@ -219,13 +227,14 @@ impl Agents {
             };
             let summary = turn.summary();
             session.emit(Some(turn_id), EventKind::TurnStarted { turn: summary });
-            (spec, native, prompt, redact)
+            (spec, native, prompt, redact, bound)
         };
         spec.limits = self.config.limits;
         let mut redactor = Redactor::new(spec.secret_values());
         redactor.add(redact.iter().map(String::as_str));
         let adapter = self.adapters.get(&spec.runtime);
-        let outcome = match (adapter, super::procenv::prepare_workspace(&spec.workspace)) {
+        let hosts = self.check_credential_hosts(&bound).await;
+        let outcome = match (adapter, hosts.and_then(|()| super::procenv::prepare_workspace(&spec.workspace))) {
             (None, _) => (
                 Outcome::Failed(Failure::new("invalid_request", format!("unknown runtime {}", spec.runtime))),
                 Vec::new(),

@@ -60,6 +60,7 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     if let Some(file) = engine.policy_file() {
         warnings.extend(file_permission_warnings(file));
     }
+    warnings.extend(shared_user_warning(&engine));
     // A closed pipe (`| head`) ends the output quietly rather than with a panic.
     let mut out = std::io::stdout().lock();
     let mut rules: Vec<_> = engine.rules().iter().collect();
@@ -92,6 +93,39 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Scopes of the endpoints that start programs in the sandbox.
+const RUNS_PROGRAMS: [&str; 5] = ["process:run", "terminal:use", "agents:use", "devtools:run", "commands:run"];
+
+/// Every child runs as the daemon's user, so identities that may each start
+/// programs can read each other's children (an agent CLI's vault tokens in
+/// `/proc/<pid>/environ`, the files they write): said when two or more
+/// identities may reach an enabled endpoint that starts programs.
+fn shared_user_warning(engine: &PolicyEngine) -> Option<String> {
+    let starts_programs: Vec<&EffectiveRule> = engine
+        .rules()
+        .iter()
+        .filter(|r| r.enabled && r.scopes.iter().any(|s| RUNS_PROGRAMS.contains(&s.as_str())))
+        .collect();
+    let runners: Vec<&str> = engine
+        .authenticator()
+        .tokens()
+        .iter()
+        .map(|t| t.identity())
+        .filter(|identity| starts_programs.iter().any(|r| identity.missing(&r.scopes).is_none()))
+        .map(|identity| identity.id.as_str())
+        .collect();
+    (runners.len() >= 2).then(|| {
+        format!(
+            "identities {} may each start programs, and every child runs as the daemon's user (uid {}): \
+             one identity's processes can read another's secrets (an agent CLI's vault tokens in \
+             /proc/<pid>/environ) and files; give identities that must not see each other their own \
+             sandboxes (docs/security.md, identities that share one sandbox)",
+            runners.join(", "),
+            nix::unistd::Uid::effective()
+        )
+    })
 }
 
 /// `--explain`: the decision for an identity holding `--scopes` (default `*`).

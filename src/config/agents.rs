@@ -62,6 +62,14 @@ impl AgentsConfig {
             config.responses_workspace = dir.to_string();
         }
         config.max_vaults = o.agents_max_vaults.unwrap_or(100).max(1);
+        let quotas = &mut config.quotas;
+        let count = |value: Option<usize>, default: usize| value.unwrap_or(default).max(1);
+        quotas.sessions = count(o.agents_max_sessions, quotas.sessions);
+        quotas.definitions = count(o.agents_max_definitions, quotas.definitions);
+        quotas.environments = count(o.agents_max_environments, quotas.environments);
+        quotas.templates = count(o.agents_max_templates, quotas.templates);
+        quotas.webhooks = count(o.agents_max_webhooks, quotas.webhooks);
+        quotas.template_bytes = o.agents_max_template_bytes.unwrap_or(quotas.template_bytes).max(1);
         if let Some(n) = o.agents_max_file_bytes.filter(|n| *n > 0) {
             config.max_file_bytes = n;
         }

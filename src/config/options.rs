@@ -202,6 +202,27 @@ options! {
         /// Agents group: largest file blob (`POST /v1/files`), template or environment file [default: 10485760].
         #[arg(long, env = "ABX_AGENTS_MAX_FILE_BYTES", value_name = "BYTES")]
         pub agents_max_file_bytes: Option<u64>,
+        /// Agents group: sessions per caller; at the quota its own least recently active idle one goes [default: 100].
+        #[arg(long, env = "ABX_AGENTS_MAX_SESSIONS", value_name = "N")]
+        pub agents_max_sessions: Option<usize>,
+        /// Agents group: agent definitions per caller [default: 100].
+        #[arg(long, env = "ABX_AGENTS_MAX_DEFINITIONS", value_name = "N")]
+        pub agents_max_definitions: Option<usize>,
+        /// Agents group: environments per caller [default: 100].
+        #[arg(long, env = "ABX_AGENTS_MAX_ENVIRONMENTS", value_name = "N")]
+        pub agents_max_environments: Option<usize>,
+        /// Agents group: environment templates per caller [default: 100].
+        #[arg(long, env = "ABX_AGENTS_MAX_TEMPLATES", value_name = "N")]
+        pub agents_max_templates: Option<usize>,
+        /// Agents group: bytes of a caller's template files together [default: 67108864].
+        #[arg(long, env = "ABX_AGENTS_MAX_TEMPLATE_BYTES", value_name = "BYTES")]
+        pub agents_max_template_bytes: Option<u64>,
+        /// Agents group: webhook endpoints per caller [default: 20].
+        #[arg(long, env = "ABX_AGENTS_MAX_WEBHOOKS", value_name = "N")]
+        pub agents_max_webhooks: Option<usize>,
+        /// MCP sessions (`initialize` on /mcp) per identity; each identity has its own share [default: 32].
+        #[arg(long, env = "ABX_MCP_MAX_SESSIONS", value_name = "N")]
+        pub mcp_max_sessions: Option<usize>,
     }
 }
 

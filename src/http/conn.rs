@@ -15,11 +15,14 @@
 //!
 //! A connection served from a port's reserve answers only requests the
 //! port's priority admits; others get 503 and the connection is closed.
+//! While a connection waits for a request (idle or reading a head), the
+//! accept loop may close it through its [`Watch`] to make room for a new one.
 //! Every request carries the peer address as axum's `ConnectInfo`.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
@@ -59,6 +62,8 @@ enum Phase {
 /// The phase of one connection, shared by its I/O and its service.
 struct Clock {
     phase: Mutex<Phase>,
+    /// Whether a request has started on it (a kept-alive connection, not a fresh one).
+    served: AtomicBool,
     limits: ConnectionLimits,
     reader: Mutex<Option<Waker>>,
 }
@@ -84,6 +89,7 @@ impl Clock {
     }
 
     fn request_started(&self) {
+        self.served.store(true, Ordering::Relaxed);
         let mut phase = self.phase();
         *phase = match *phase {
             Phase::Busy(n) => Phase::Busy(n + 1),
@@ -112,6 +118,48 @@ impl Clock {
 
     fn upgraded(&self) {
         *self.phase() = Phase::Upgraded;
+    }
+}
+
+/// What the accept loop sees of one connection: whether it is still
+/// waiting for a request, and a way to close it.
+#[derive(Clone)]
+pub(super) struct Watch {
+    clock: Arc<Clock>,
+    evict: CancellationToken,
+}
+
+impl Watch {
+    /// A fresh connection's watch (idle from now).
+    pub(super) fn new(limits: ConnectionLimits) -> Self {
+        let clock = Clock {
+            phase: Mutex::new(Phase::Idle(Instant::now())),
+            served: AtomicBool::new(false),
+            limits,
+            reader: Mutex::new(None),
+        };
+        Watch { clock: Arc::new(clock), evict: CancellationToken::new() }
+    }
+
+    /// While the connection waits for a request or reads its head: whether
+    /// it has served one before, and since when it waits. `None` while a
+    /// request is handled or the connection is upgraded.
+    pub(super) fn waiting(&self) -> Option<(bool, Instant)> {
+        match *self.clock.phase() {
+            Phase::Idle(since) | Phase::AwaitingHead(since) => Some((self.clock.served.load(Ordering::Relaxed), since)),
+            Phase::Busy(_) | Phase::Upgraded => None,
+        }
+    }
+
+    /// Closes the connection if it still waits for a request (under the
+    /// phase's lock, so a request that has started is never cut); whether it did.
+    pub(super) fn evict(&self) -> bool {
+        let phase = self.clock.phase();
+        if matches!(*phase, Phase::Busy(_) | Phase::Upgraded) {
+            return false;
+        }
+        self.evict.cancel();
+        true
     }
 }
 
@@ -238,11 +286,11 @@ pub(super) async fn serve(
     peer: SocketAddr,
     router: Router,
     tier: Tier,
-    limits: ConnectionLimits,
+    watch: Watch,
     shutdown: CancellationToken,
 ) {
+    let Watch { clock, evict } = watch;
     let now = Instant::now();
-    let clock = Arc::new(Clock { phase: Mutex::new(Phase::Idle(now)), limits, reader: Mutex::new(None) });
     let io = TimedIo { tcp, clock: Arc::clone(&clock), sleep: Box::pin(tokio::time::sleep_until(now)), armed: None };
     let app = NormalizePathLayer::trim_trailing_slash().layer(router);
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
@@ -276,6 +324,10 @@ pub(super) async fn serve(
     tokio::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,
+        () = evict.cancelled() => {
+            tracing::debug!(%peer, "connection closed to make room: it was still waiting for a request");
+            return;
+        }
         () = shutdown.cancelled() => {
             connection.as_mut().graceful_shutdown();
             connection.await

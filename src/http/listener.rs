@@ -6,18 +6,25 @@
 //! places it is served only for `/health` and for callers whose credentials
 //! authenticate (anything else gets 503 and the connection is closed), so a
 //! flood of anonymous or half-open connections cannot lock out probes and
-//! the orchestrator; past `max_connections` it is answered 503 at once,
-//! unread, and closed. Each connection's timeouts are `conn`'s.
+//! the orchestrator. At `max_connections` a new connection takes the place
+//! of the connection that has waited longest for a request (fresh ones and
+//! those still reading a head first, then kept-alive idle ones), and is
+//! served as in the reserve: slow connections that never finish a head can
+//! only push each other out, never a probe whose request has arrived. Only
+//! when every connection is busy is a new one answered 503 at once, unread,
+//! and closed. Each connection's timeouts are `conn`'s.
 //!
 //! When `accept` fails because the process is out of descriptors, the loop
-//! gives back one it keeps in reserve (on `/dev/null`), takes the waiting
-//! connection, answers it 503, closes it and takes the spare again, so
-//! callers get an answer instead of a hang and the port recovers by itself
-//! once descriptors are free.
+//! closes the port's longest-waiting connection in the same way and accepts
+//! again once it is gone; with none to close, it gives back one descriptor
+//! it keeps in reserve (on `/dev/null`), takes the waiting connection,
+//! answers it 503, closes it and takes the spare again, so callers get an
+//! answer instead of a hang and the port recovers by itself once
+//! descriptors are free.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -26,11 +33,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::conn::{self, Tier};
+use super::conn::{self, Tier, Watch};
 use super::limits::{ConnectionLimits, Priority};
 
 /// How long a refusal may take to write before the connection is dropped.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
+/// How long the loop, out of descriptors, waits for a connection it closed to be gone.
+const EVICTION_WAIT: Duration = Duration::from_millis(100);
 
 /// How one port treats its connections.
 #[derive(Clone)]
@@ -49,7 +58,7 @@ pub(super) async fn accept_loop(
     shutdown: CancellationToken,
     connections: Connections,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let live = Arc::new(Live::default());
     let tracker = TaskTracker::new();
     let mut spare = Spare::take();
     let Connections { limits, priority } = connections;
@@ -61,7 +70,12 @@ pub(super) async fn accept_loop(
         let (tcp, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(e) if out_of_descriptors(&e) => {
-                spare.shed(&listener).await;
+                match live.evict_longest_waiting() {
+                    Some(gone) => {
+                        let _ = tokio::time::timeout(EVICTION_WAIT, gone.cancelled()).await;
+                    }
+                    None => spare.shed(&listener).await,
+                }
                 continue;
             }
             Err(e) => {
@@ -71,8 +85,8 @@ pub(super) async fn accept_loop(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let count = open.fetch_add(1, Ordering::AcqRel) + 1;
-        let slot = Slot(Arc::clone(&open));
+        let watch = Watch::new(limits);
+        let (slot, count) = live.admit(&watch, limits.max_connections);
         let tier = if count > limits.max_connections {
             tracker.spawn(async move {
                 refuse(tcp, "Too many connections on this port; retry later").await;
@@ -86,7 +100,7 @@ pub(super) async fn accept_loop(
         };
         let (router, shutdown) = (router.clone(), shutdown.clone());
         tracker.spawn(async move {
-            conn::serve(tcp, peer, router, tier, limits, shutdown).await;
+            conn::serve(tcp, peer, router, tier, watch, shutdown).await;
             drop(slot);
         });
     }
@@ -94,12 +108,76 @@ pub(super) async fn accept_loop(
     tracker.wait().await;
 }
 
+/// A port's open connections, each with its watch.
+#[derive(Default)]
+struct Live {
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    next: u64,
+    open: HashMap<u64, Entry>,
+}
+
+struct Entry {
+    watch: Watch,
+    /// Cancelled when the connection's place is given back.
+    gone: CancellationToken,
+}
+
+impl Live {
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a new connection in; at `max`, first closes the one that has
+    /// waited longest for a request. Returns its place and the count with it.
+    fn admit(self: &Arc<Self>, watch: &Watch, max: usize) -> (Slot, usize) {
+        if self.table().open.len() >= max {
+            self.evict_longest_waiting();
+        }
+        let mut table = self.table();
+        let id = table.next;
+        table.next += 1;
+        let gone = CancellationToken::new();
+        table.open.insert(id, Entry { watch: watch.clone(), gone: gone.clone() });
+        let count = table.open.len();
+        (Slot { live: Arc::clone(self), id, gone }, count)
+    }
+
+    /// Closes the connection that has waited longest
+    /// for a request, preferring those that never had one; its place is free
+    /// at once, and the token returned is cancelled once it is gone.
+    fn evict_longest_waiting(&self) -> Option<CancellationToken> {
+        let mut table = self.table();
+        let mut candidates: Vec<(bool, tokio::time::Instant, u64)> = table
+            .open
+            .iter()
+            .filter_map(|(id, entry)| entry.watch.waiting().map(|(served, since)| (served, since, *id)))
+            .collect();
+        candidates.sort_unstable();
+        for (_, _, id) in candidates {
+            let evicted = table.open.get(&id).is_some_and(|entry| entry.watch.evict());
+            if evicted {
+                return table.open.remove(&id).map(|entry| entry.gone);
+            }
+        }
+        None
+    }
+}
+
 /// A place counted among a port's open connections, given back when dropped.
-struct Slot(Arc<AtomicUsize>);
+struct Slot {
+    live: Arc<Live>,
+    id: u64,
+    gone: CancellationToken,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.live.table().open.remove(&self.id);
+        self.gone.cancel();
     }
 }
 

@@ -355,3 +355,38 @@ def test_a_reconnect_resumes_the_stream(server):
         answer = next(a for a in answers if a.get("id") == 2)
         assert answer["result"]["structuredContent"]["stdout"] == "done\n"
         assert http.delete(server.url + "/mcp", headers=headers).status_code < 300
+
+
+def test_sessions_are_a_share_per_identity(make_server, tmp_path):
+    """Issue 31, item 4: one identity's open sessions (the SDK's, held
+    open) fill only its own share; the next `initialize` of that identity
+    is refused 429 naming the quota, and another identity still opens
+    sessions and calls tools."""
+    from contextlib import AsyncExitStack
+
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"auth": {"tokens": [
+        {"id": "alice", "scopes": ["*"], "token_env": "ABX_TEST_ALICE"},
+        {"id": "bob", "scopes": ["core:read", "files:read"], "token_env": "ABX_TEST_BOB"},
+    ]}}))
+    env = {"ABX_TEST_ALICE": "alice-token-3c1f", "ABX_TEST_BOB": "bob-token-8d27", "ABX_MCP_MAX_SESSIONS": "2"}
+    srv = make_server(token=None, args=("--policy", str(policy)), env=env)
+
+    async def main():
+        async with AsyncExitStack() as held:
+            for _ in range(2):
+                await held.enter_async_context(session(srv, "bob-token-8d27"))
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            headers = {"Authorization": "Bearer bob-token-8d27", "Accept": "application/json, text/event-stream"}
+            async with httpx2.AsyncClient(timeout=30) as http:
+                refused = await http.post(srv.url + "/mcp", json=init, headers=headers)
+            assert refused.status_code == 429, refused.text
+            answer = refused.json()
+            assert (answer["code"], answer["limit"]) == ("session_limit", 2), answer
+            assert "mcp_max_sessions" in answer["error"]
+            async with session(srv, "alice-token-3c1f") as s:
+                listed = body(await s.call_tool("list", {"path": "."}))
+                assert isinstance(listed, (dict, list)), listed
+
+    run(main)

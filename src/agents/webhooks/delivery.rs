@@ -107,12 +107,7 @@ impl Deliverer {
     /// # Errors
     /// [`DeliveryError`].
     pub async fn send(&self, url: &str, secret: &str, msg_id: &str, payload: &[u8]) -> Result<u16, DeliveryError> {
-        match self.policy.check(url) {
-            Ok(Host::Address(_) | Host::Name(..)) => {}
-            Ok(Host::None) => return Err(DeliveryError::Unreachable),
-            Err(refusal) if refusal.rule == "private_address" => return Err(DeliveryError::Private),
-            Err(_) => return Err(DeliveryError::Unreachable),
-        }
+        literal_verdict(&self.policy, url)?;
         let timestamp = crate::agents::turn::now() as i64;
         let request = self
             .client
@@ -126,6 +121,49 @@ impl Deliverer {
             Ok(response) => Ok(response.status().as_u16()),
             Err(e) => Err(cause_of(&e)),
         }
+    }
+}
+
+/// `url`'s host as `policy` sees it written: an address it refuses, or no host, is refused.
+fn literal_verdict(policy: &UrlPolicy, url: &str) -> Result<Host, DeliveryError> {
+    match policy.check(url) {
+        Ok(Host::None) => Err(DeliveryError::Unreachable),
+        Ok(host) => Ok(host),
+        Err(refusal) if refusal.rule == "private_address" => Err(DeliveryError::Private),
+        Err(_) => Err(DeliveryError::Unreachable),
+    }
+}
+
+/// The addresses `host` resolves to, when `policy` admits every one of
+/// them: the one check of a name, made when it is used (deliveries and
+/// vault credentials), not only as it was written.
+///
+/// # Errors
+/// [`DeliveryError::Unresolved`], [`DeliveryError::Private`].
+pub async fn resolve_admitted(policy: &UrlPolicy, host: &str) -> Result<Vec<SocketAddr>, DeliveryError> {
+    let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((host, 0)).await {
+        Ok(addrs) => addrs.collect(),
+        Err(_) => return Err(DeliveryError::Unresolved),
+    };
+    if addrs.is_empty() {
+        return Err(DeliveryError::Unresolved);
+    }
+    let ips: Vec<_> = addrs.iter().map(SocketAddr::ip).collect();
+    if policy.check_addresses(host, &ips).is_err() {
+        return Err(DeliveryError::Private);
+    }
+    Ok(addrs)
+}
+
+/// Whether `url` may be connected to under `policy` now: its host as
+/// written, then, for a name, every address it resolves to.
+///
+/// # Errors
+/// [`DeliveryError`]: why not.
+pub async fn admit_destination(policy: &UrlPolicy, url: &str) -> Result<(), DeliveryError> {
+    match literal_verdict(policy, url)? {
+        Host::Name(name, _) => resolve_admitted(policy, &name).await.map(drop),
+        _ => Ok(()),
     }
 }
 
@@ -153,19 +191,10 @@ impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let policy = Arc::clone(&self.policy);
         Box::pin(async move {
-            let host = name.as_str().to_string();
-            let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((host.as_str(), 0)).await {
-                Ok(addrs) => addrs.collect(),
-                Err(_) => return Err(Box::new(DeliveryError::Unresolved) as Box<dyn std::error::Error + Send + Sync>),
-            };
-            if addrs.is_empty() {
-                return Err(Box::new(DeliveryError::Unresolved) as _);
+            match resolve_admitted(&policy, name.as_str()).await {
+                Ok(addrs) => Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs),
+                Err(refused) => Err(Box::new(refused) as Box<dyn std::error::Error + Send + Sync>),
             }
-            let ips: Vec<_> = addrs.iter().map(SocketAddr::ip).collect();
-            if policy.check_addresses(&host, &ips).is_err() {
-                return Err(Box::new(DeliveryError::Private) as _);
-            }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
 }

@@ -81,6 +81,8 @@ pub struct Webhooks {
     watched: Mutex<HashSet<String>>,
     allow_http: bool,
     allow_private: bool,
+    /// Endpoints one owner may register.
+    max_per_owner: usize,
     /// How deliveries ended.
     tally: Arc<Tally>,
 }
@@ -109,6 +111,7 @@ impl Webhooks {
             watched: Mutex::new(HashSet::new()),
             allow_http: config.webhook_allow_http,
             allow_private: config.allow_private_urls,
+            max_per_owner: config.quotas.webhooks,
             tally,
         })
     }
@@ -129,11 +132,17 @@ impl Webhooks {
     /// Registers an endpoint of `owner`; its secret is in the answer (and only there).
     ///
     /// # Errors
-    /// 400 for a URL [`admission`] refuses.
+    /// 400 for a URL [`admission`] refuses; [`AgentError::QuotaExceeded`]
+    /// when `owner` has its quota of endpoints.
     pub fn create(&self, owner: &str, fields: EndpointFields) -> Result<WebhookEndpoint, AgentError> {
         self.admit(fields.url.as_deref().unwrap_or_default())?;
         let secret = signing::new_secret().map_err(|e| AgentError::internal("no randomness for a secret", e))?;
-        Ok(self.registry.create(owner, fields, secret))
+        let limit = self.max_per_owner;
+        self.registry.create(owner, fields, secret, limit).ok_or(AgentError::QuotaExceeded {
+            quota: "agents_max_webhooks",
+            limit: limit as u64,
+            what: "webhook endpoints",
+        })
     }
 
     /// Endpoint `id` of `owner`.

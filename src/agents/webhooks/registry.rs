@@ -119,8 +119,9 @@ impl Registry {
         }
     }
 
-    /// Registers an endpoint (`fields` unset are empty).
-    pub fn create(&self, owner: &str, fields: EndpointFields, secret: String) -> WebhookEndpoint {
+    /// Registers an endpoint (`fields` unset are empty), unless `owner`
+    /// already has `limit`; `None` then.
+    pub fn create(&self, owner: &str, fields: EndpointFields, secret: String, limit: usize) -> Option<WebhookEndpoint> {
         let now = now();
         let endpoint = WebhookEndpoint {
             id: format!("we_{}", crate::ids::random_hex(12)),
@@ -133,9 +134,12 @@ impl Registry {
             secret,
         };
         let mut rows = self.lock();
+        if rows.endpoints.iter().filter(|e| e.owner == owner).count() >= limit {
+            return None;
+        }
         Self::write(&mut rows, &Change::Put { endpoint: endpoint.clone() });
         rows.endpoints.push(endpoint.clone());
-        endpoint
+        Some(endpoint)
     }
 
     /// Endpoint `id` of `owner`.
@@ -209,8 +213,8 @@ mod tests {
             event_types: Some(vec!["agent.session.idle".into()]),
             name: None,
         };
-        let kept = registry.create("a", fields("https://x.test/h"), "whsec_1".into());
-        let gone = registry.create("a", fields("https://y.test/h"), "whsec_2".into());
+        let kept = registry.create("a", fields("https://x.test/h"), "whsec_1".into(), 2).expect("under the quota");
+        let gone = registry.create("a", fields("https://y.test/h"), "whsec_2".into(), 2).expect("under the quota");
         let fields = EndpointFields { name: Some("renamed".into()), ..EndpointFields::default() };
         registry.update("a", &kept.id, fields, Some("whsec_3".into())).expect("updated");
         assert!(registry.update("b", &kept.id, EndpointFields::default(), None).is_none(), "foreign");

@@ -120,6 +120,10 @@ impl IntoResponse for AgentsError {
             AgentError::TooManySubscribers(_) => {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", None, "agents.too_many_subscribers", None)
             }
+            AgentError::QuotaExceeded { quota, limit, .. } => {
+                let label = Label::new("none", &[]).with("quota", quota).with("limit", limit);
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", None, "agents.quota_exceeded", Some(label))
+            }
             AgentError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, "internal_error", None)
             }

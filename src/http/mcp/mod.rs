@@ -48,8 +48,9 @@ use super::extract::{read_body, BodyLimit};
 use super::AppState;
 use crate::policy::Grant;
 
-/// Legacy sessions alive at once; an `initialize` beyond them is refused (429).
-pub const MAX_SESSIONS: usize = 128;
+/// Legacy sessions one identity may hold open unless configured
+/// (`mcp_max_sessions`); its `initialize` beyond them is refused (429).
+pub const DEFAULT_MAX_SESSIONS: usize = 32;
 /// A legacy session with no request for this long is closed.
 const SESSION_IDLE: Duration = Duration::from_secs(600);
 /// The header naming a legacy session.
@@ -58,11 +59,18 @@ const SESSION_HEADER: &str = "mcp-session-id";
 type Service = StreamableHttpService<server::McpServer, LocalSessionManager>;
 
 /// The MCP endpoint's state: built by its first request.
-#[derive(Default)]
 pub struct Mcp {
     service: OnceLock<(Service, Arc<LocalSessionManager>)>,
     /// Who opened each live legacy session.
     owners: Mutex<HashMap<String, Owner>>,
+    /// Legacy sessions one identity may hold open.
+    max_per_identity: usize,
+}
+
+impl Default for Mcp {
+    fn default() -> Self {
+        Mcp::new(DEFAULT_MAX_SESSIONS)
+    }
 }
 
 /// Who opened a legacy session, and when its worker last heard of a direct call.
@@ -72,6 +80,11 @@ struct Owner {
 }
 
 impl Mcp {
+    /// The endpoint's state, each identity holding at most `max_per_identity` sessions.
+    pub fn new(max_per_identity: usize) -> Self {
+        Mcp { service: OnceLock::new(), owners: Mutex::default(), max_per_identity }
+    }
+
     fn service(&self, app: &AppState) -> &(Service, Arc<LocalSessionManager>) {
         self.service.get_or_init(|| {
             let mut sessions = LocalSessionManager::default();
@@ -110,12 +123,20 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
     }
     let method = request.method().clone();
     if method == Method::POST && session.is_none() {
-        let live = sessions.sessions.read().await.len();
-        if live >= MAX_SESSIONS {
-            let message = format!("Too many MCP sessions (at most {MAX_SESSIONS}); end one with DELETE /mcp");
-            return Err(
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("session_limit")
+        // Each identity has its own share: one that opened its quota cannot lock out another.
+        let held = {
+            let live = sessions.sessions.read().await;
+            let mut owners = app.mcp.owners();
+            owners.retain(|known, _| live.keys().any(|s| s.as_ref() == known.as_str()));
+            owners.values().filter(|owner| owner.identity == identity).count()
+        };
+        let max = app.mcp.max_per_identity;
+        if held >= max {
+            let message = format!(
+                "quota mcp_max_sessions reached: at most {max} MCP sessions per identity; end one with DELETE /mcp"
             );
+            let refusal = ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError");
+            return Err(refusal.with_code("session_limit").with_limit(max as u64));
         }
     }
     let (mut parts, body) = request.into_parts();

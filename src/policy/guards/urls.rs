@@ -323,6 +323,12 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         let [c, d] = segments[7].to_be_bytes();
         return is_public_v4(Ipv4Addr::new(a, b, c, d));
     }
+    if segments[0] == 0x2002 {
+        // 6to4: the IPv4 address it tunnels to is in the next 32 bits (2002:7f00:1:: is 127.0.0.1).
+        let [a, b] = segments[1].to_be_bytes();
+        let [c, d] = segments[2].to_be_bytes();
+        return is_public_v4(Ipv4Addr::new(a, b, c, d));
+    }
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
@@ -358,6 +364,15 @@ mod tests {
         let (code, status, message, rule) = refusal(policy.check_requested("http://127.0.0.1:8080/"));
         assert_eq!((code, status, rule.as_str()), ("url_denied", 403, "private_address"));
         assert_eq!(message, "Loopback, link-local and private addresses are not allowed");
+        for url in [
+            "http://[2002:7f00:1::]/",
+            "http://[2002:a00:1::]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[64:ff9b::a00:1]/",
+        ] {
+            assert_eq!(refusal(policy.check(url)).3, "private_address", "{url}: a tunnelled private IPv4 address");
+        }
+        assert!(policy.check("http://[2002:808:808::]/").is_ok(), "6to4 of a public address");
         for url in ["http://localhost/", "http://a.localhost./", "http://[::1]/", "http://169.254.169.254/latest"] {
             assert_eq!(refusal(policy.check(url)).0, "url_denied", "{url}");
         }
