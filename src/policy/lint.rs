@@ -2,7 +2,8 @@
 //!
 //! L1 to L5 are the reference's warnings; L6 to L8 are ours (rules that can
 //! never match or never take effect); L9 reports a rule that grants a power
-//! the preset closes (an agent session or a browser under `read-only`). `serve` logs them at start;
+//! the preset closes (an agent session or a browser under `read-only`); L10
+//! one of the daemon's own paths under a root. `serve` logs them at start;
 //! `check-config --strict` exits 2 when there are any.
 
 use std::path::Path;
@@ -17,6 +18,7 @@ impl PolicyEngine {
         let mut warnings = Vec::new();
         self.lint_bypass(&mut warnings);
         self.lint_grants(&mut warnings);
+        self.lint_daemon_paths(&mut warnings);
         for rule in &self.rules {
             let id = rule.endpoint.id;
             if rule.allow.iter().any(|a| super::paths::normalize(a) == Path::new("/")) {
@@ -38,6 +40,40 @@ impl PolicyEngine {
         warnings.sort();
         warnings.dedup();
         warnings
+    }
+
+    /// L10: one of the daemon's own paths lies under (or around) a root an
+    /// enabled path-scoped endpoint serves; the built-in deny refuses it, but
+    /// it belongs outside every root.
+    fn lint_daemon_paths(&self, warnings: &mut Vec<String>) {
+        let roots: Vec<(std::path::PathBuf, &str)> = self
+            .rules
+            .iter()
+            .filter(|r| r.enabled && r.endpoint.paths)
+            .flat_map(|r| {
+                let guard = self.path_guard(r.endpoint);
+                // `/` (envd's process starts, or L2's rule) lies around everything.
+                let roots = guard.roots().filter(|root| *root != Path::new("/"));
+                roots.map(|root| (root.to_path_buf(), r.endpoint.id)).collect::<Vec<_>>()
+            })
+            .collect();
+        let agents_on = self.rules.iter().any(|r| r.enabled && r.endpoint.group == crate::endpoints::Group::Agents);
+        for daemon in self.daemon_paths.iter().filter(|d| agents_on || d.what != super::daemon::AGENTS_STATE) {
+            let candidates = [daemon.path.clone(), super::paths::realpath(&daemon.path)];
+            let hit = candidates.iter().find_map(|p| {
+                let root = super::daemon::overlapping_root(p, roots.iter().map(|(r, _)| r.as_path()))?;
+                roots.iter().find(|(r, _)| r == root)
+            });
+            if let Some((root, endpoint)) = hit {
+                warnings.push(format!(
+                    "L10: the {} '{}' lies under the root '{}' of endpoint '{endpoint}'; the built-in deny refuses it \
+                     on every port, but move it outside every root",
+                    daemon.what,
+                    daemon.path.display(),
+                    root.display()
+                ));
+            }
+        }
     }
 
     /// L1: an identity that may both use path-scoped endpoints and run programs.
