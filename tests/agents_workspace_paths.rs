@@ -1,6 +1,8 @@
 //! Issue 31, items 7 and 8: an agents environment creates no directory
-//! outside the path rules, and its files are refused on every component
-//! that steers the next turn (`sub/.git/hooks/x`, `.npmrc`).
+//! outside the path rules, its files are refused on every component that
+//! steers the next turn (`sub/.git/hooks/x`, `.npmrc`), and artifact
+//! snapshots open reported files through descriptors beneath the workspace
+//! and refuse multiply-linked files.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary from outside; no reaper here
 
@@ -11,7 +13,7 @@ use std::path::Path;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use common::agents::{call, Reply};
+use common::agents::{call, command_session, create as create_session, script, wait_idle, Reply};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -122,4 +124,67 @@ async fn environment_files_are_refused_on_every_component() {
     let reply = call(&server, "POST", &files_at, Some(file)).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(std::fs::read(ws.join("src/git/hooks.txt")).expect("written"), b"fine");
+}
+
+/// Reports three written files: an ordinary one, a hard link to a file
+/// outside the workspace, and one reached through a symlinked directory.
+const REPORTER: &str = r#"cat > /dev/null
+printf 'mine' > ok.txt
+ln "$SECRET_FILE" hard.txt
+ln -s "$OUTSIDE_DIR" out
+for p in ok.txt hard.txt out/leak.txt; do
+  echo "{\"type\":\"tool_start\",\"item_id\":\"$p\",\"kind\":\"file_change\",\"name\":\"file_change\",\"arguments\":{\"changes\":[{\"path\":\"$p\",\"kind\":\"add\"}]}}"
+  echo "{\"type\":\"tool_end\",\"item_id\":\"$p\",\"ok\":true,\"output\":\"add\"}"
+done
+echo '{"type":"message","item_id":"m","text":"done"}'"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_refuse_hard_links_and_symlinked_directories() {
+    let state = tempfile::tempdir().expect("state");
+    let scripts = tempfile::tempdir().expect("scripts");
+    let work = tempfile::tempdir().expect("work");
+    let outside = tempfile::tempdir().expect("outside");
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "another owner's secret").expect("secret");
+    std::fs::write(outside.path().join("leak.txt"), "outside the workspace").expect("leak");
+    let server = common::agents::agents_server(state.path())
+        .env("SECRET_FILE", secret.to_str().expect("utf-8"))
+        .env("OUTSIDE_DIR", outside.path().to_str().expect("utf-8"))
+        .env("ABX_AGENTS_PASSTHROUGH_ENV", "SECRET_FILE,OUTSIDE_DIR")
+        .start();
+    let agent = script(scripts.path(), "reporter.sh", REPORTER);
+    let sid = create_session(&server, command_session(&agent, work.path(), Some("write"))).await;
+    wait_idle(&server, &sid).await;
+    assert!(work.path().join("hard.txt").exists(), "the script ran");
+    let listed = call(&server, "GET", &format!("/v1/agents/sessions/{sid}/artifacts"), None).await;
+    let paths: Vec<String> = listed.body["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|a| a["path"].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(paths, ["ok.txt"], "{}", listed.body);
+    for (path, text) in texts_under(state.path()) {
+        assert!(!text.contains("another owner's secret") && !text.contains("outside the workspace"), "{path:?}");
+    }
+}
+
+/// Every file under `dir`, with its text.
+fn texts_under(dir: &Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((
+                    path.clone(),
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned(),
+                ));
+            }
+        }
+    }
+    out
 }
