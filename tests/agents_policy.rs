@@ -90,13 +90,14 @@ async fn closing_presets_refuse_agent_sessions_and_responses_with_the_group_on()
     for preset in ["read-only", "hardened", "locked"] {
         let setup = setup();
         let server = start(&setup, json!({ "preset": preset }));
-        // `locked` switches everything off by its own glob already, and names it as the reference does.
-        let rule = if preset == "locked" {
-            "preset:locked:endpoints.*".to_string()
+        // `locked` switches everything off by its own glob already, and names it as the reference does
+        // (404); the other presets close the power, a permission refusal (403).
+        let (status, rule) = if preset == "locked" {
+            (404, "preset:locked:endpoints.*".to_string())
         } else {
-            format!("preset:{preset}:powers.runs_programs")
+            (403, format!("preset:{preset}:powers.runs_programs"))
         };
-        both_refused(&setup, &server, 404, "endpoint_disabled", Some(&rule)).await;
+        both_refused(&setup, &server, status, "endpoint_disabled", Some(&rule)).await;
         let caps = call(&server, "GET", "/capabilities", None).await;
         let entry = &caps.body["endpoints"]["agents_sessions_create"];
         assert_eq!(
@@ -151,5 +152,5 @@ async fn a_rule_naming_the_endpoints_grants_them_under_a_closing_preset() {
     wait_idle(&server, &id).await;
     assert!(marker(setup.work.path()).exists(), "the granted session ran its agent");
     let reply = call(&server, "POST", "/v1/responses", Some(json!({"model": "command", "input": "go"}))).await;
-    assert_refused(&reply, 404, "endpoint_disabled", "agents_responses_create", None);
+    assert_refused(&reply, 403, "endpoint_disabled", "agents_responses_create", None);
 }
