@@ -255,6 +255,18 @@ impl Config {
         })
     }
 
+    /// The daemon's own paths that every path rule denies: the agents state
+    /// directory, the config file and the agents group's JSON file (the
+    /// policy engine adds the policy file and the token files).
+    pub fn daemon_paths(&self) -> Vec<crate::policy::daemon::DaemonPath> {
+        use crate::policy::daemon::DaemonPath;
+        let mut paths = Vec::new();
+        paths.extend(self.agents.state_dir.iter().map(|d| DaemonPath::new(d, crate::policy::daemon::AGENTS_STATE)));
+        paths.extend(self.agents.file.iter().map(|f| DaemonPath::new(f, "agents config file")));
+        paths.extend(self.config_file.iter().map(|f| DaemonPath::new(f, "config file")));
+        paths
+    }
+
     /// Whether the bind address is reachable only from this machine.
     pub fn is_loopback(&self) -> bool {
         self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())

@@ -11,6 +11,8 @@
 
 use std::fmt;
 
+pub use crate::powers::Power;
+
 /// A capability group: a named alias for the endpoints that declare it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Group {
@@ -301,8 +303,9 @@ pub struct Endpoint {
     pub params: &'static [Param],
     /// Whether the endpoint takes paths governed by `paths` rules.
     pub paths: bool,
-    /// Whether the endpoint can execute arbitrary programs or code.
-    pub exec: bool,
+    /// The powers the endpoint exercises (empty for an extension: it has
+    /// those of the endpoint governing it); see [`Endpoint::powers`].
+    pub declared_powers: &'static [Power],
     /// Whether the response is a stream (SSE or WebSocket).
     pub streaming: bool,
     /// Whether a caller must authenticate (`/health` does not).
@@ -351,7 +354,7 @@ impl Endpoint {
             limits: &[],
             params: &[],
             paths: false,
-            exec: false,
+            declared_powers: &[],
             streaming: false,
             auth_required: true,
             streamed_body: false,
@@ -399,8 +402,8 @@ impl Endpoint {
         self
     }
 
-    const fn exec(mut self) -> Self {
-        self.exec = true;
+    const fn declares(mut self, powers: &'static [Power]) -> Self {
+        self.declared_powers = powers;
         self
     }
 
@@ -442,6 +445,25 @@ impl Endpoint {
     /// Whether a policy may set `param` on this endpoint.
     pub fn accepts_param(&self, param: Param) -> bool {
         self.params.contains(&param)
+    }
+
+    /// The powers the endpoint exercises: its own declaration, or for an
+    /// extension that declares none, those of the endpoint governing it.
+    pub fn powers(&self) -> &'static [Power] {
+        match (self.declared_powers, self.governed_by.and_then(find)) {
+            ([], Some(governing)) => governing.declared_powers,
+            (own, _) => own,
+        }
+    }
+
+    /// Whether the endpoint exercises `power`.
+    pub fn has(&self, power: Power) -> bool {
+        self.powers().contains(&power)
+    }
+
+    /// Whether the endpoint can execute arbitrary programs or code.
+    pub fn runs_programs(&self) -> bool {
+        self.has(Power::RunsPrograms)
     }
 
     /// Whether the endpoint is served by another transport and has no HTTP route.
@@ -519,6 +541,16 @@ const fn agent(id: &'static str, method: Method, path: &'static str, summary: &'
     Endpoint::new(id, method, path, Agents, &["agents:use"]).summary(summary)
 }
 
+const RUN: &[Power] = &[Power::RunsPrograms];
+const RUN_WRITE: &[Power] = &[Power::RunsPrograms, Power::WritesFiles];
+const RUN_NET: &[Power] = &[Power::RunsPrograms, Power::Network];
+const REGISTERED: &[Power] = &[Power::RunsRegistered];
+const READ: &[Power] = &[Power::ReadsFiles];
+const WRITE: &[Power] = &[Power::WritesFiles];
+const NET_CREDS: &[Power] = &[Power::Network, Power::Credentials];
+const CREDS: &[Power] = &[Power::Credentials];
+const STATE: &[Power] = &[Power::DaemonState];
+
 const EXEC_LIMITS: &[Limit] = &[L::MaxOutputBytes, L::MaxProcesses, L::TimeoutSeconds];
 const EXEC_PARAMS: &[Param] = &[P::AllowCommands, P::DenyCommands];
 const UPLOAD_PARAMS: &[Param] = &[P::AllowExtensions, P::DenyExtensions, P::Overwrite];
@@ -526,10 +558,15 @@ const UPLOAD_PARAMS: &[Param] = &[P::AllowExtensions, P::DenyExtensions, P::Over
 /// Every endpoint, in declaration order.
 pub static ENDPOINTS: &[Endpoint] = &[
     // core
-    ep("health", Get, "/health", Core, &[]).anonymous().summary("Liveness probe; needs no credentials."),
+    ep("health", Get, "/health", Core, &[])
+        .declares(STATE)
+        .anonymous()
+        .summary("Liveness probe; needs no credentials."),
     ep("capabilities", Get, "/capabilities", Core, &["core:read"])
+        .declares(STATE)
         .summary("Discovery document: groups, identity and every endpoint's state."),
     ep("capabilities_check", Post, "/capabilities/check", Core, &["core:read"])
+        .declares(STATE)
         .summary("The policy's decision for a call the client is about to make."),
     // core extension: this port's OpenAPI document (its rules are capabilities')
     ep("openapi", Get, "/openapi.json", Core, &["core:read"])
@@ -538,41 +575,56 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .summary("This port's OpenAPI 3.1 document, generated from the endpoint table."),
     // commands
     ep("list_commands", Get, "/commands", Commands, &["commands:list"])
+        .declares(STATE)
         .summary("Registered commands and their arguments."),
-    ep("run_command", Post, "/commands/{name}", Commands, &["commands:run"]).summary("Run one registered command."),
+    ep("run_command", Post, "/commands/{name}", Commands, &["commands:run"])
+        .declares(REGISTERED)
+        .summary("Run one registered command."),
     // file_ops
     ep("files_list", Get, "/files/list", FileOps, &["files:read"])
+        .declares(READ)
         .limits(&[L::MaxDepth, L::MaxEntries])
         .paths()
         .summary("Entries of a directory, optionally recursive."),
-    ep("files_stat", Get, "/files/stat", FileOps, &["files:read"]).paths().summary("Metadata of one path."),
+    ep("files_stat", Get, "/files/stat", FileOps, &["files:read"])
+        .declares(READ)
+        .paths()
+        .summary("Metadata of one path."),
     ep("files_mkdir", Post, "/files/mkdir", FileOps, &["files:write"])
+        .declares(WRITE)
         .paths()
         .summary("Make a directory and its parents."),
     ep("files_delete", Delete, "/files", FileOps, &["files:delete"])
+        .declares(WRITE)
         .paths()
         .summary("Remove a file or a directory tree."),
     ep("files_move", Post, "/files/move", FileOps, &["files:write", "files:delete"])
+        .declares(WRITE)
         .paths()
         .summary("Rename or move a path."),
     ep("files_search", Post, "/files/search", FileOps, &["files:read"])
+        .declares(READ)
         .limits(&[L::MaxDepth, L::MaxResults, L::TimeoutSeconds])
         .paths()
         .summary("Find files by name glob or by content."),
     ep("files_upload_stream", Post, "/files/upload-stream", FileOps, &["files:write"])
+        .declares(WRITE)
         .limits(&[L::MaxBytes])
         .params(UPLOAD_PARAMS)
         .paths()
         .summary("Write a file sent as base64 JSON."),
     ep("files_download_stream", Get, "/files/download-stream", FileOps, &["files:read"])
+        .declares(READ)
         .limits(&[L::MaxBytes])
         .paths()
         .summary("Read a file returned as base64 JSON."),
     ep("files_archive", Post, "/files/archive", FileOps, &["files:read"])
+        .declares(READ)
         .limits(&[L::MaxBytes, L::MaxFiles])
         .paths()
         .summary("Pack paths into a tar.gz or zip archive."),
     ep("files_watch", Get, "/files/watch", FileOps, &["files:read"])
+        .declares(READ)
         .limits(&[L::MaxDurationSeconds])
         .paths()
         .streaming()
@@ -604,276 +656,359 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .summary("Abandon a resumable upload and discard its bytes."),
     // process
     ep("shell", Post, "/shell", Process, &["process:run"])
+        .declares(RUN)
         .limits(EXEC_LIMITS)
         .params(EXEC_PARAMS)
         .paths()
-        .exec()
         .summary("Run a command to completion and return its output."),
     ep("shell_stream", Post, "/shell/stream", Process, &["process:run"])
+        .declares(RUN)
         .limits(EXEC_LIMITS)
         .params(EXEC_PARAMS)
         .paths()
-        .exec()
         .streaming()
         .summary("Run a command and stream its output as server-sent events."),
     ep("process_start", Post, "/process/start", Process, &["process:run"])
+        .declares(RUN)
         .limits(EXEC_LIMITS)
         .params(EXEC_PARAMS)
         .paths()
-        .exec()
         .summary("Start a command in the background."),
-    ep("process_list", Get, "/process/list", Process, &["process:read"]).summary("Processes this server started."),
-    ep("process_detail", Get, "/process/{pid}", Process, &["process:read"]).summary("State of one started process."),
+    ep("process_list", Get, "/process/list", Process, &["process:read"])
+        .declares(STATE)
+        .summary("Processes this server started."),
+    ep("process_detail", Get, "/process/{pid}", Process, &["process:read"])
+        .declares(STATE)
+        .summary("State of one started process."),
     ep("process_signal", Post, "/process/{pid}/signal", Process, &["process:manage"])
+        .declares(STATE)
         .params(&[P::AllowedSignals])
         .summary("Send a signal to a started process."),
     ep("process_stdin", Post, "/process/{pid}/stdin", Process, &["process:manage"])
+        .declares(STATE)
         .summary("Write to, or close, a process's stdin."),
     ep("process_output", Get, "/process/{pid}/output", Process, &["process:read"])
+        .declares(STATE)
         .summary("Output of a process from a cursor on."),
     // terminal
     ep("pty_create_session", Post, "/pty/sessions", Terminal, &["terminal:use"])
+        .declares(RUN)
         .limits(&[L::MaxSessions])
         .params(&[P::EnvDeny, P::Shells])
         .summary("Open a terminal session."),
-    ep("pty_list_sessions", Get, "/pty/sessions", Terminal, &["terminal:use"]).summary("Open terminal sessions."),
-    ep("pty_detail", Get, "/pty/sessions/{id}", Terminal, &["terminal:use"]).summary("State of one terminal session."),
+    ep("pty_list_sessions", Get, "/pty/sessions", Terminal, &["terminal:use"])
+        .declares(STATE)
+        .summary("Open terminal sessions."),
+    ep("pty_detail", Get, "/pty/sessions/{id}", Terminal, &["terminal:use"])
+        .declares(STATE)
+        .summary("State of one terminal session."),
     ep("pty_resize", Post, "/pty/sessions/{id}/resize", Terminal, &["terminal:use"])
+        .declares(STATE)
         .summary("Change a terminal's size."),
     ep("pty_delete_session", Delete, "/pty/sessions/{id}", Terminal, &["terminal:use"])
+        .declares(STATE)
         .summary("Close a terminal session."),
     // system
-    ep("system_info", Get, "/system/info", System, &["system:read"]).summary("Operating system, CPU, memory and disk."),
+    ep("system_info", Get, "/system/info", System, &["system:read"])
+        .declares(STATE)
+        .summary("Operating system, CPU, memory and disk."),
     ep("env_get", Get, "/env", System, &["system:read"])
+        .declares(STATE)
         .params(&[P::AllowVars, P::DenyVars])
         .summary("Read environment variables."),
     ep("env_set", Post, "/env", System, &["system:write"])
+        .declares(STATE)
         .params(&[P::AllowVars, P::DenyVars])
         .summary("Set environment variables for later commands."),
-    ep("ports", Get, "/ports", System, &["system:read"]).summary("Listening TCP ports and their processes."),
-    ep("packages", Get, "/packages", System, &["system:read"]).summary("Installed packages of a package manager."),
-    ep("system_metrics", Get, "/system/metrics", System, &["system:read"]).summary("Current CPU, memory and disk use."),
+    ep("ports", Get, "/ports", System, &["system:read"])
+        .declares(STATE)
+        .summary("Listening TCP ports and their processes."),
+    ep("packages", Get, "/packages", System, &["system:read"])
+        .declares(STATE)
+        .summary("Installed packages of a package manager."),
+    ep("system_metrics", Get, "/system/metrics", System, &["system:read"])
+        .declares(STATE)
+        .summary("Current CPU, memory and disk use."),
     // dev_tools
     ep("code_run", Post, "/code/run", DevTools, &["devtools:run"])
+        .declares(RUN)
         .limits(&[L::MaxOutputBytes, L::TimeoutSeconds])
         .params(&[P::Languages])
-        .exec()
         .summary("Run a code snippet once."),
     ep("git_status", Get, "/git/status", DevTools, &["devtools:read"])
+        .declares(READ)
         .paths()
         .summary("Branch and changed files of a repository."),
     ep("git_diff", Get, "/git/diff", DevTools, &["devtools:read"])
+        .declares(READ)
         .paths()
         .summary("Diff of a repository's working tree."),
     // browser
     ep("browser_navigate", Post, "/browser/navigate", Browser, &["browser:use"])
+        .declares(RUN_NET)
         .params(&[P::BlockPrivateNetworks, P::UrlAllow, P::UrlDeny])
-        .exec()
         .summary("Open a URL in the headless browser."),
     ep("browser_screenshot", Post, "/browser/screenshot", Browser, &["browser:use"])
+        .declares(STATE)
         .summary("Capture the page as an image."),
-    ep("browser_content", Get, "/browser/content", Browser, &["browser:use"]).summary("The page's HTML or text."),
-    ep("browser_click", Post, "/browser/click", Browser, &["browser:use"]).summary("Click an element."),
-    ep("browser_type", Post, "/browser/type", Browser, &["browser:use"]).summary("Type text into an element."),
+    ep("browser_content", Get, "/browser/content", Browser, &["browser:use"])
+        .declares(STATE)
+        .summary("The page's HTML or text."),
+    ep("browser_click", Post, "/browser/click", Browser, &["browser:use"])
+        .declares(RUN_NET)
+        .summary("Click an element."),
+    ep("browser_type", Post, "/browser/type", Browser, &["browser:use"])
+        .declares(RUN_NET)
+        .summary("Type text into an element."),
     ep("browser_evaluate", Post, "/browser/evaluate", Browser, &["browser:evaluate"])
-        .exec()
+        .declares(RUN_NET)
         .summary("Evaluate a script in the page."),
-    ep("browser_pdf", Post, "/browser/pdf", Browser, &["browser:use"]).summary("Print the page to PDF."),
-    ep("browser_console", Get, "/browser/console", Browser, &["browser:use"]).summary("The page's console messages."),
+    ep("browser_pdf", Post, "/browser/pdf", Browser, &["browser:use"])
+        .declares(STATE)
+        .summary("Print the page to PDF."),
+    ep("browser_console", Get, "/browser/console", Browser, &["browser:use"])
+        .declares(STATE)
+        .summary("The page's console messages."),
     // terminal, served by the PTY listener
     ep("pty_connect", Ws, "/pty", Terminal, &["terminal:use"])
+        .declares(RUN)
         .on(Port::Pty)
         .query_token()
         .streaming()
         .summary("Attach to a terminal session over WebSocket on the PTY port."),
     // agents (opt-in)
-    agent("agents_sessions_create", Post, "/v1/agents/sessions", "Create an agent session."),
-    agent("agents_sessions_list", Get, "/v1/agents/sessions", "Agent sessions."),
-    agent("agents_sessions_get", Get, "/v1/agents/sessions/{id}", "One agent session."),
-    agent("agents_sessions_update", Post, "/v1/agents/sessions/{id}", "Change a session's metadata."),
-    agent("agents_sessions_delete", Delete, "/v1/agents/sessions/{id}", "Remove an agent session."),
-    agent("agents_sessions_events_create", Post, "/v1/agents/sessions/{id}/events", "Send input to a session."),
+    agent("agents_sessions_create", Post, "/v1/agents/sessions", "Create an agent session.").declares(RUN_WRITE),
+    agent("agents_sessions_list", Get, "/v1/agents/sessions", "Agent sessions.").declares(STATE),
+    agent("agents_sessions_get", Get, "/v1/agents/sessions/{id}", "One agent session.").declares(STATE),
+    agent("agents_sessions_update", Post, "/v1/agents/sessions/{id}", "Change a session's metadata.").declares(STATE),
+    agent("agents_sessions_delete", Delete, "/v1/agents/sessions/{id}", "Remove an agent session.").declares(STATE),
+    agent("agents_sessions_events_create", Post, "/v1/agents/sessions/{id}/events", "Send input to a session.")
+        .declares(RUN_WRITE),
     agent(
         "agents_sessions_events_stream",
         Get,
         "/v1/agents/sessions/{id}/events",
         "A session's events as server-sent events.",
     )
+    .declares(STATE)
     .streaming(),
-    agent("agents_sessions_items_list", Get, "/v1/agents/sessions/{id}/items", "Items of a session."),
-    agent("agents_sessions_turns_list", Get, "/v1/agents/sessions/{id}/turns", "Turns of a session."),
-    agent("agents_sessions_turns_get", Get, "/v1/agents/sessions/{id}/turns/{turn_id}", "One turn."),
+    agent("agents_sessions_items_list", Get, "/v1/agents/sessions/{id}/items", "Items of a session.").declares(STATE),
+    agent("agents_sessions_turns_list", Get, "/v1/agents/sessions/{id}/turns", "Turns of a session.").declares(STATE),
+    agent("agents_sessions_turns_get", Get, "/v1/agents/sessions/{id}/turns/{turn_id}", "One turn.").declares(STATE),
     agent(
         "agents_sessions_turns_items_list",
         Get,
         "/v1/agents/sessions/{id}/turns/{turn_id}/items",
         "Items of a turn.",
-    ),
-    agent("agents_artifacts_list", Get, "/v1/agents/sessions/{id}/artifacts", "Artifacts of a session."),
-    agent("agents_artifacts_get", Get, "/v1/agents/sessions/{id}/artifacts/{artifact_id}", "Metadata of one artifact."),
-    agent("agents_artifacts_delete", Delete, "/v1/agents/sessions/{id}/artifacts/{artifact_id}", "Remove an artifact."),
+    )
+    .declares(STATE),
+    agent("agents_artifacts_list", Get, "/v1/agents/sessions/{id}/artifacts", "Artifacts of a session.")
+        .declares(STATE),
+    agent("agents_artifacts_get", Get, "/v1/agents/sessions/{id}/artifacts/{artifact_id}", "Metadata of one artifact.")
+        .declares(STATE),
+    agent("agents_artifacts_delete", Delete, "/v1/agents/sessions/{id}/artifacts/{artifact_id}", "Remove an artifact.")
+        .declares(STATE),
     agent(
         "agents_artifacts_content",
         Get,
         "/v1/agents/sessions/{id}/artifacts/{artifact_id}/content",
         "Bytes of an artifact.",
     )
+    .declares(STATE)
     .streaming(),
-    agent("agents_traces_list", Get, "/v1/agents/sessions/{id}/traces", "Traces of a session."),
-    agent("agents_subagents_list", Get, "/v1/agents/sessions/{id}/subagents", "Subagents of a session."),
-    agent("agents_subagents_get", Get, "/v1/agents/sessions/{id}/subagents/{subagent_id}", "One subagent."),
+    agent("agents_traces_list", Get, "/v1/agents/sessions/{id}/traces", "Traces of a session.").declares(STATE),
+    agent("agents_subagents_list", Get, "/v1/agents/sessions/{id}/subagents", "Subagents of a session.")
+        .declares(STATE),
+    agent("agents_subagents_get", Get, "/v1/agents/sessions/{id}/subagents/{subagent_id}", "One subagent.")
+        .declares(STATE),
     agent(
         "agents_subagents_items_list",
         Get,
         "/v1/agents/sessions/{id}/subagents/{subagent_id}/items",
         "Items of a subagent.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_subagents_turns_list",
         Get,
         "/v1/agents/sessions/{id}/subagents/{subagent_id}/turns",
         "Turns of a subagent.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_subagents_turns_get",
         Get,
         "/v1/agents/sessions/{id}/subagents/{subagent_id}/turns/{turn_id}",
         "One turn of a subagent.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_subagents_turns_items_list",
         Get,
         "/v1/agents/sessions/{id}/subagents/{subagent_id}/turns/{turn_id}/items",
         "Items of a subagent's turn.",
-    ),
-    agent("agents_runtimes_list", Get, "/v1/agents/runtimes", "Agent runtimes available here."),
-    agent("agents_environments_create", Post, "/v1/agents/environments", "Bind a local directory as an environment."),
-    agent("agents_environments_list", Get, "/v1/agents/environments", "Environments."),
+    )
+    .declares(STATE),
+    agent("agents_runtimes_list", Get, "/v1/agents/runtimes", "Agent runtimes available here.").declares(STATE),
+    agent("agents_environments_create", Post, "/v1/agents/environments", "Bind a local directory as an environment.")
+        .declares(WRITE),
+    agent("agents_environments_list", Get, "/v1/agents/environments", "Environments.").declares(STATE),
     agent(
         "agents_environment_templates_create",
         Post,
         "/v1/agents/environments/templates",
         "Store an environment template.",
-    ),
-    agent("agents_environment_templates_list", Get, "/v1/agents/environments/templates", "Environment templates."),
+    )
+    .declares(STATE),
+    agent("agents_environment_templates_list", Get, "/v1/agents/environments/templates", "Environment templates.")
+        .declares(STATE),
     agent(
         "agents_environment_templates_get",
         Get,
         "/v1/agents/environments/templates/{environment_template_id}",
         "One environment template.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_environment_templates_update",
         Post,
         "/v1/agents/environments/templates/{environment_template_id}",
         "Change an environment template.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_environment_templates_delete",
         Delete,
         "/v1/agents/environments/templates/{environment_template_id}",
         "Remove an environment template.",
-    ),
-    agent("agents_environments_get", Get, "/v1/agents/environments/{environment_id}", "One environment."),
+    )
+    .declares(STATE),
+    agent("agents_environments_get", Get, "/v1/agents/environments/{environment_id}", "One environment.")
+        .declares(STATE),
     agent(
         "agents_environment_files_create",
         Post,
         "/v1/agents/environments/{environment_id}/files",
         "Stage a file in an environment.",
-    ),
+    )
+    .declares(WRITE),
     agent(
         "agents_environment_files_list",
         Get,
         "/v1/agents/environments/{environment_id}/files",
         "Files of an environment.",
-    ),
+    )
+    .declares(READ),
     agent(
         "agents_cannot_executor_registration",
         Post,
         "/v1/agents/environments/{environment_id}/register",
         "Executor registration (always refused).",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_cannot_executor_channel",
         Get,
         "/v1/agents/environments/{environment_id}/connect",
         "Executor channel (always refused).",
-    ),
-    agent("agents_definitions_create", Post, "/v1/agents", "Store an agent definition."),
-    agent("agents_definitions_list", Get, "/v1/agents", "Agent definitions."),
-    agent("agents_definitions_get", Get, "/v1/agents/{agent_id}", "One agent definition."),
-    agent("agents_definitions_update", Post, "/v1/agents/{agent_id}", "Change an agent definition."),
-    agent("agents_definitions_delete", Delete, "/v1/agents/{agent_id}", "Remove an agent definition."),
-    agent("agents_vaults_create", Post, "/v1/vaults", "Create an in-memory vault."),
-    agent("agents_vaults_list", Get, "/v1/vaults", "Vaults."),
-    agent("agents_vaults_get", Get, "/v1/vaults/{vault_id}", "One vault."),
-    agent("agents_vaults_update", Post, "/v1/vaults/{vault_id}", "Change a vault."),
-    agent("agents_vaults_delete", Delete, "/v1/vaults/{vault_id}", "Remove a vault and its credentials."),
+    )
+    .declares(STATE),
+    agent("agents_definitions_create", Post, "/v1/agents", "Store an agent definition.").declares(STATE),
+    agent("agents_definitions_list", Get, "/v1/agents", "Agent definitions.").declares(STATE),
+    agent("agents_definitions_get", Get, "/v1/agents/{agent_id}", "One agent definition.").declares(STATE),
+    agent("agents_definitions_update", Post, "/v1/agents/{agent_id}", "Change an agent definition.").declares(STATE),
+    agent("agents_definitions_delete", Delete, "/v1/agents/{agent_id}", "Remove an agent definition.").declares(STATE),
+    agent("agents_vaults_create", Post, "/v1/vaults", "Create an in-memory vault.").declares(CREDS),
+    agent("agents_vaults_list", Get, "/v1/vaults", "Vaults.").declares(CREDS),
+    agent("agents_vaults_get", Get, "/v1/vaults/{vault_id}", "One vault.").declares(CREDS),
+    agent("agents_vaults_update", Post, "/v1/vaults/{vault_id}", "Change a vault.").declares(CREDS),
+    agent("agents_vaults_delete", Delete, "/v1/vaults/{vault_id}", "Remove a vault and its credentials.")
+        .declares(CREDS),
     agent(
         "agents_vault_credentials_create",
         Post,
         "/v1/vaults/{vault_id}/credentials",
         "Store a write-only credential.",
-    ),
-    agent("agents_vault_credentials_list", Get, "/v1/vaults/{vault_id}/credentials", "Credential metadata of a vault."),
+    )
+    .declares(CREDS),
+    agent("agents_vault_credentials_list", Get, "/v1/vaults/{vault_id}/credentials", "Credential metadata of a vault.")
+        .declares(CREDS),
     agent(
         "agents_vault_credentials_get",
         Get,
         "/v1/vaults/{vault_id}/credentials/{credential_id}",
         "Metadata of one credential.",
-    ),
+    )
+    .declares(CREDS),
     agent(
         "agents_vault_credentials_update",
         Post,
         "/v1/vaults/{vault_id}/credentials/{credential_id}",
         "Change or rotate a credential.",
-    ),
+    )
+    .declares(CREDS),
     agent(
         "agents_vault_credentials_delete",
         Delete,
         "/v1/vaults/{vault_id}/credentials/{credential_id}",
         "Remove a credential.",
-    ),
-    agent("agents_responses_create", Post, "/v1/responses", "Run one agent turn as a response.").streaming(),
-    agent("agents_responses_connect", Get, "/v1/responses", "Responses over WebSocket."),
+    )
+    .declares(CREDS),
+    agent("agents_responses_create", Post, "/v1/responses", "Run one agent turn as a response.")
+        .declares(RUN_WRITE)
+        .streaming(),
+    agent("agents_responses_connect", Get, "/v1/responses", "Responses over WebSocket.").declares(RUN_WRITE),
     agent(
         "agents_cannot_responses_input_tokens",
         Post,
         "/v1/responses/input_tokens",
         "Input token counting (always refused).",
-    ),
-    agent("agents_responses_compact", Post, "/v1/responses/compact", "Summarise a conversation."),
-    agent("agents_responses_get", Get, "/v1/responses/{response_id}", "A stored response, or its replay.").streaming(),
-    agent("agents_responses_delete", Delete, "/v1/responses/{response_id}", "Remove a stored response."),
-    agent("agents_responses_cancel", Post, "/v1/responses/{response_id}/cancel", "Cancel a response's running turn."),
-    agent("agents_responses_input_items", Get, "/v1/responses/{response_id}/input_items", "Input items of a response."),
-    agent("agents_models_list", Get, "/v1/models", "Definitions and adapters as models."),
-    agent("agents_models_get", Get, "/v1/models/{model}", "One model."),
-    agent("agents_cannot_models_delete", Delete, "/v1/models/{model}", "Model deletion (always refused)."),
-    agent("agents_files_create", Post, "/v1/files", "Store a local data blob."),
-    agent("agents_webhooks_create", Post, "/v1/webhook_endpoints", "Register a local webhook endpoint."),
-    agent("agents_webhooks_list", Get, "/v1/webhook_endpoints", "Webhook endpoints."),
-    agent("agents_webhooks_get", Get, "/v1/webhook_endpoints/{webhook_endpoint_id}", "One webhook endpoint."),
-    agent("agents_webhooks_update", Post, "/v1/webhook_endpoints/{webhook_endpoint_id}", "Change a webhook endpoint."),
+    )
+    .declares(STATE),
+    agent("agents_responses_compact", Post, "/v1/responses/compact", "Summarise a conversation.").declares(RUN_WRITE),
+    agent("agents_responses_get", Get, "/v1/responses/{response_id}", "A stored response, or its replay.")
+        .declares(STATE)
+        .streaming(),
+    agent("agents_responses_delete", Delete, "/v1/responses/{response_id}", "Remove a stored response.")
+        .declares(STATE),
+    agent("agents_responses_cancel", Post, "/v1/responses/{response_id}/cancel", "Cancel a response's running turn.")
+        .declares(STATE),
+    agent("agents_responses_input_items", Get, "/v1/responses/{response_id}/input_items", "Input items of a response.")
+        .declares(STATE),
+    agent("agents_models_list", Get, "/v1/models", "Definitions and adapters as models.").declares(STATE),
+    agent("agents_models_get", Get, "/v1/models/{model}", "One model.").declares(STATE),
+    agent("agents_cannot_models_delete", Delete, "/v1/models/{model}", "Model deletion (always refused).")
+        .declares(STATE),
+    agent("agents_files_create", Post, "/v1/files", "Store a local data blob.").declares(STATE),
+    agent("agents_webhooks_create", Post, "/v1/webhook_endpoints", "Register a local webhook endpoint.")
+        .declares(NET_CREDS),
+    agent("agents_webhooks_list", Get, "/v1/webhook_endpoints", "Webhook endpoints.").declares(STATE),
+    agent("agents_webhooks_get", Get, "/v1/webhook_endpoints/{webhook_endpoint_id}", "One webhook endpoint.")
+        .declares(STATE),
+    agent("agents_webhooks_update", Post, "/v1/webhook_endpoints/{webhook_endpoint_id}", "Change a webhook endpoint.")
+        .declares(NET_CREDS),
     agent(
         "agents_webhooks_delete",
         Delete,
         "/v1/webhook_endpoints/{webhook_endpoint_id}",
         "Remove a webhook endpoint.",
-    ),
+    )
+    .declares(STATE),
     agent(
         "agents_webhooks_rotate_secret",
         Post,
         "/v1/webhook_endpoints/{webhook_endpoint_id}/rotate_secret",
         "Rotate a webhook endpoint's signing secret.",
-    ),
+    )
+    .declares(CREDS),
     agent(
         "agents_webhooks_test",
         Post,
         "/v1/webhook_endpoints/{webhook_endpoint_id}/test",
         "Send a signed test event.",
-    ),
-    agent("agents_webhook_event_types", Get, "/v1/webhook_event_types", "Webhook event types."),
+    )
+    .declares(NET_CREDS),
+    agent("agents_webhook_event_types", Get, "/v1/webhook_event_types", "Webhook event types.").declares(STATE),
     // system extension: Prometheus metrics of the pipeline
     ep("metrics", Get, "/metrics", System, &["system:read"])
         .extension()
@@ -882,6 +1017,7 @@ pub static ENDPOINTS: &[Endpoint] = &[
     // core extension: the Model Context Protocol (GET and DELETE /mcp too); every tool call is
     // decided by the rule of the endpoint of the same power (docs/mcp.md)
     ep("mcp", Post, "/mcp", Core, &["core:read"])
+        .declares(STATE)
         .extension()
         .governed_by("capabilities")
         .summary("Model Context Protocol over streamable HTTP: each tool is decided by its endpoint's rule."),
@@ -940,7 +1076,6 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .limits(EXEC_LIMITS)
         .params(EXEC_PARAMS)
         .paths()
-        .exec()
         .streaming()
         .also("pty_create_session")
         .summary("Process.Start: a process (or a terminal) and its events."),
@@ -965,18 +1100,15 @@ pub static ENDPOINTS: &[Endpoint] = &[
     code("code_health", Get, "/health", "health", &[]).anonymous().summary("The code port's liveness probe."),
     code("code_execute", Post, "/execute", "process_start", &["process:run"])
         .params(EXEC_PARAMS)
-        .exec()
         .streaming()
         .summary("Execute code in a context; output as NDJSON lines."),
     code("code_contexts_create", Post, "/contexts", "process_start", &["process:run"])
         .params(EXEC_PARAMS)
         .paths()
-        .exec()
         .summary("Start a context (a kernel) in a working directory."),
     code("code_contexts_list", Get, "/contexts", "process_list", &["process:read"]).summary("The live contexts."),
     code("code_contexts_restart", Post, "/contexts/{id}/restart", "process_start", &["process:run"])
         .params(EXEC_PARAMS)
-        .exec()
         .summary("Restart a context's kernel, clearing its state."),
     code("code_contexts_delete", Delete, "/contexts/{id}", "process_signal", &["process:manage"])
         .summary("End a context and its kernel."),
@@ -1086,6 +1218,26 @@ mod tests {
             let row = doc.lines().find(|l| l.contains(&format!("| `{}` |", e.id)));
             let row = row.unwrap_or_else(|| panic!("docs/ports.md has no row for {}", e.id));
             assert!(row.contains(&format!("| `{governing}`")), "docs/ports.md: {} is governed by {governing}", e.id);
+        }
+    }
+
+    #[test]
+    fn every_endpoint_declares_its_powers() {
+        for e in ENDPOINTS {
+            assert!(!e.powers().is_empty(), "{} declares no power", e.id);
+            let declared = e.declared_powers;
+            assert!(!declared.is_empty() || e.extension, "{} must declare its powers: it governs itself", e.id);
+        }
+    }
+
+    #[test]
+    fn an_extension_has_no_power_its_governing_endpoint_lacks() {
+        // A preset switches a power off on the governing endpoints; an extension follows its rule.
+        for e in ENDPOINTS.iter().filter(|e| e.extension) {
+            let governing = e.governing();
+            for p in e.powers() {
+                assert!(governing.has(*p), "{}: {p} is not a power of {}", e.id, governing.id);
+            }
         }
     }
 

@@ -73,6 +73,7 @@
 pub mod api;
 pub mod codec;
 pub mod endpoints;
+pub mod powers;
 pub mod time;
 
 // `client`: the companion client library.

@@ -117,6 +117,7 @@ pub fn engine(config: &Config) -> Result<PolicyEngine, PolicyConfigError> {
         enabled_groups: config.enabled_groups.clone(),
         server_token: policy::secret::from_env(policy::TOKEN_ENV)?,
         document,
+        daemon_paths: config.daemon_paths(),
     })
 }
 

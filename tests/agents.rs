@@ -380,7 +380,9 @@ async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
     let state = tempfile::tempdir().expect("state");
     let agent = script(state.path(), "agent.sh", LS_AGENT);
     let off = agents_server(state.path()).start();
-    let sid = create(&off, command_session(&agent, state.path(), Some("go"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&off, command_session(&agent, workspace.path(), Some("go"))).await;
     wait_idle(&off, &sid).await;
     let none = call(&off, "GET", &format!("/v1/agents/sessions/{sid}/traces"), None).await;
     assert_eq!(none.body, json!({"object": "list", "data": [], "first_id": null, "last_id": null, "has_more": false}));
@@ -390,7 +392,9 @@ async fn traces_are_one_per_finished_turn_and_only_when_enabled() {
     let agent = script(state.path(), "agent.sh", LS_AGENT);
     // The reference's variable and our flag are the same option.
     let on = agents_server(state.path()).env("ABX_AGENTS_TRACES", "0").args(["--agents-traces", "1"]).start();
-    let sid = create(&on, command_session(&agent, state.path(), Some("go"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&on, command_session(&agent, workspace.path(), Some("go"))).await;
     wait_idle(&on, &sid).await;
     let turn = call(&on, "GET", &format!("/v1/agents/sessions/{sid}/turns"), None).await.body["data"][0].clone();
     let traces = call(&on, "GET", &format!("/v1/agents/sessions/{sid}/traces"), None).await;

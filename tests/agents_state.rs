@@ -175,7 +175,9 @@ async fn a_turn_running_when_the_daemon_dies_is_failed_after_the_restart() {
     let state = tempfile::tempdir().expect("state");
     let agent = script(state.path(), "wait.sh", "echo \"pid=$$\"\nexec sleep 1000");
     let mut server = agents_server(state.path()).start();
-    let sid = create(&server, command_session(&agent, state.path(), Some("wait"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("wait"))).await;
     let pid = logged_pid(&first_event(&server, &sid, |e| logged_pid(e).is_some(), Duration::from_secs(60)).await)
         .expect("pid");
     server.signal_and_wait(nix::sys::signal::Signal::SIGKILL, Duration::from_secs(20)).expect("killed");

@@ -24,7 +24,9 @@ async fn a_silent_program_is_ended_by_the_idle_timeout() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).env("ABX_AGENTS_IDLE_TIMEOUT_SECONDS", "1").start();
     let agent = script(state.path(), "hang.sh", "echo \"pid=$$\"\nexec sleep 1000");
-    let sid = create(&server, command_session(&agent, state.path(), Some("hang"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("hang"))).await;
     let log = first_event(&server, &sid, |e| logged_pid(e).is_some(), LONG).await;
     let pid = logged_pid(&log).expect("pid");
     let all = wait_idle(&server, &sid).await;
@@ -39,7 +41,9 @@ async fn a_chatty_program_is_ended_by_the_wall_clock() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).env("ABX_AGENTS_TURN_TIMEOUT_SECONDS", "1").start();
     let agent = script(state.path(), "chatty.sh", "echo \"pid=$$\"\nwhile :; do echo tick; sleep 0.1; done");
-    let sid = create(&server, command_session(&agent, state.path(), Some("talk"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("talk"))).await;
     let pid = logged_pid(&first_event(&server, &sid, |e| logged_pid(e).is_some(), LONG).await).expect("pid");
     wait_idle(&server, &sid).await;
     assert_eq!(
@@ -55,7 +59,9 @@ async fn a_flood_past_the_output_limit_fails_the_turn_and_kills_the_group() {
     let server = agents_server(state.path()).env("ABX_AGENTS_MAX_OUTPUT_BYTES", "200000").start();
     let agent =
         script(state.path(), "flood.sh", "echo \"pid=$$\"\nexec yes 'flooding the pipe with a line that is not json'");
-    let sid = create(&server, command_session(&agent, state.path(), Some("flood"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("flood"))).await;
     let all = wait_idle(&server, &sid).await;
     let pid = all.iter().find_map(logged_pid).expect("pid logged");
     let turn = last_turn(&server, &sid).await;
@@ -72,7 +78,9 @@ async fn a_program_that_forks_and_exits_leaves_nothing_running() {
     let server = agents_server(state.path()).start();
     let body = "sleep 1000 &\necho \"pid=$!\"\necho '{\"type\":\"message\",\"item_id\":\"m\",\"text\":\"forked\"}'";
     let agent = script(state.path(), "fork.sh", body);
-    let sid = create(&server, command_session(&agent, state.path(), Some("fork"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("fork"))).await;
     let all = wait_idle(&server, &sid).await;
     let child = all.iter().find_map(logged_pid).expect("child pid");
     assert_eq!(last_turn(&server, &sid).await["status"], "completed");
@@ -92,7 +100,9 @@ echo '{"type":"message","item_id":"m","text":"detached"}'
 printf 'no newline'"#;
     let agent = script(state.path(), "detach.sh", body);
     let started = std::time::Instant::now();
-    let sid = create(&server, command_session(&agent, state.path(), Some("detach"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("detach"))).await;
     let all = wait_idle(&server, &sid).await;
     let elapsed = started.elapsed();
     let detached = all.iter().find_map(logged_pid).expect("detached pid");
@@ -120,7 +130,9 @@ echo '{"type":"message","text":"no item id"}'
 printf '\377\376 bytes\n'
 echo '{"type":"message","item_id":"m","text":"still fine"}'"#;
     let agent = script(state.path(), "messy.sh", body);
-    let sid = create(&server, command_session(&agent, state.path(), Some("mess"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("mess"))).await;
     let all = wait_idle(&server, &sid).await;
     let logs: Vec<&str> =
         all.iter().filter(|e| e.event == "x_agent_sandbox.turn.log").filter_map(|e| e.data["text"].as_str()).collect();
@@ -149,7 +161,9 @@ echo '{"type":"tool_start","item_id":"c1","kind":"command","name":"command_execu
 printf '{"type":"tool_end","item_id":"c1","ok":true,"output":"%s","exit_code":0}\n' "$(head -c 300000 /dev/zero | tr '\0' x)"
 echo '{"type":"message","item_id":"m","text":"after"}'"#;
     let agent = script(state.path(), "long.sh", body);
-    let sid = create(&server, command_session(&agent, state.path(), Some("long"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("long"))).await;
     let all = wait_idle(&server, &sid).await;
     assert_eq!(last_turn(&server, &sid).await["status"], "completed");
     let logs: Vec<usize> = all
@@ -171,7 +185,9 @@ async fn cancel_and_delete_end_the_running_program() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).start();
     let agent = script(state.path(), "wait.sh", "echo \"pid=$$\"\nexec sleep 1000");
-    let sid = create(&server, command_session(&agent, state.path(), Some("wait"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("wait"))).await;
     let pid = logged_pid(&first_event(&server, &sid, |e| logged_pid(e).is_some(), LONG).await).expect("pid");
     let sent = call(
         &server,
@@ -206,7 +222,9 @@ async fn a_subscriber_that_leaves_and_resumes_misses_nothing() {
         "i=0\nwhile [ $i -lt {n} ]; do echo '{{\"type\":\"text_delta\",\"item_id\":\"m\",\"text\":\"x\"}}'; i=$((i+1)); done\necho '{{\"type\":\"result\",\"ok\":true}}'"
     );
     let agent = script(state.path(), "many.sh", &body);
-    let sid = create(&server, command_session(&agent, state.path(), Some("many"))).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), Some("many"))).await;
     // Read part of the stream, leave, and come back from the last sequence number seen.
     let first =
         first_event(&server, &sid, |e| e.event == "agent.session.turn.output_text.delta" && e.id > 500, LONG).await;
@@ -241,7 +259,9 @@ async fn subscribers_per_session_are_bounded() {
     let state = tempfile::tempdir().expect("state");
     let server = agents_server(state.path()).start();
     let agent = script(state.path(), "idle.sh", "cat > /dev/null");
-    let sid = create(&server, command_session(&agent, state.path(), None)).await;
+    // The state directory is the daemon's own: no workspace may lie in it.
+    let workspace = tempfile::tempdir().expect("workspace");
+    let sid = create(&server, command_session(&agent, workspace.path(), None)).await;
     let client = reqwest::Client::new();
     let open = |c: reqwest::Client| {
         let url = server.at(&format!("/v1/agents/sessions/{sid}/events"));

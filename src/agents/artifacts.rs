@@ -3,20 +3,28 @@
 //!
 //! Only reported paths are copied (Codex `file_change` items, the write and
 //! edit tools of the stream-json CLIs); the workspace is never scanned. A
-//! copy is taken with `O_NOFOLLOW`, must be a regular file inside the
-//! workspace (not under `.git`) and at most `ABX_AGENTS_MAX_ARTIFACT_BYTES`;
-//! at most [`MAX_PER_TURN`] per turn. Copies are written beside the
+//! copy is opened through descriptors, beneath the workspace's descriptor
+//! with no symlink followed on the way (`fs::safe`, the file API's open),
+//! and must be a regular file with a single link (a hard link could name a
+//! file elsewhere), not under `.git`, and at most
+//! `ABX_AGENTS_MAX_ARTIFACT_BYTES`; at most [`MAX_PER_TURN`] per turn. Copies are written beside the
 //! session's journal (mode 0600), so they survive a restart with it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::parsed::ToolKind;
+use crate::fs::safe;
+use crate::policy::paths::{below, normalize};
 
 /// Artifacts taken per turn at most.
 pub const MAX_PER_TURN: usize = 100;
@@ -107,13 +115,18 @@ pub fn snapshot(
         return Ok(Vec::new());
     }
     let root = workspace.canonicalize()?;
+    let root_fd = nix::fcntl::open(&root, safe::dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())?;
+    let mut roots = vec![root.clone()];
+    if workspace.is_absolute() && normalize(workspace) != root {
+        roots.push(normalize(workspace));
+    }
     super::journal::private_dir(&dir.join("artifacts"))?;
     let mut taken: Vec<ArtifactRecord> = Vec::new();
     for raw in latest {
         if taken.len() >= MAX_PER_TURN {
             break;
         }
-        let Some((rel, data)) = read_reported(&root, raw, max_bytes) else { continue };
+        let Some((rel, data)) = read_reported(&root_fd, &roots, raw, max_bytes) else { continue };
         if taken.iter().any(|t| t.rel == rel) {
             continue;
         }
@@ -132,23 +145,24 @@ pub fn snapshot(
     Ok(taken)
 }
 
-/// `(relative path, bytes)` of a reported path that is a regular file
-/// inside `root`, outside `.git`, and at most `max_bytes`.
-fn read_reported(root: &Path, raw: &str, max_bytes: u64) -> Option<(String, Vec<u8>)> {
+/// `(relative path, bytes)` of a reported path that lies lexically beneath
+/// the workspace (`roots`: its real path and its spelling), outside `.git`,
+/// and opens beneath `root_fd` with no symlink on the way (the file API's
+/// race-safe open) as a regular file with one link, of at most `max_bytes`.
+fn read_reported(root_fd: &OwnedFd, roots: &[PathBuf], raw: &str, max_bytes: u64) -> Option<(String, Vec<u8>)> {
     if raw.is_empty() || raw.contains('\0') {
         return None;
     }
-    let candidate = normalize(&root.join(raw));
-    let parent = candidate.parent()?.canonicalize().ok()?;
-    let rel_parent = parent.strip_prefix(root).ok()?;
-    let name = candidate.file_name()?;
-    let rel = rel_parent.join(name);
-    if rel.components().next().is_some_and(|c| c.as_os_str() == ".git") {
+    let rel = roots.iter().find_map(|root| below(&normalize(&root.join(raw)), root).map(Path::to_path_buf))?;
+    if rel.as_os_str().is_empty() || rel.components().any(|c| c.as_os_str() == ".git") {
         return None;
     }
-    let file = OpenOptions::new().read(true).custom_flags(libc_flags()).open(parent.join(name)).ok()?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK;
+    let fd = safe::open_beneath_fd(root_fd.try_clone().ok()?, &rel, flags, Mode::empty()).ok()?;
+    let file = File::from(fd);
     let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > max_bytes {
+    // A second link could name a file outside the workspace (or another owner's).
+    if !meta.is_file() || meta.nlink() != 1 || meta.len() > max_bytes {
         return None;
     }
     let mut data = Vec::new();
@@ -157,26 +171,6 @@ fn read_reported(root: &Path, raw: &str, max_bytes: u64) -> Option<(String, Vec<
         return None;
     }
     Some((rel.to_str()?.to_string(), data))
-}
-
-/// `O_NOFOLLOW | O_NONBLOCK`: never a symlink, never block on a FIFO.
-fn libc_flags() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
-}
-
-/// `path` with `.` and `..` resolved lexically.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Opens a kept copy for reading.
@@ -210,6 +204,11 @@ mod tests {
         std::fs::create_dir(ws.path().join(".git")).expect("git");
         std::fs::write(ws.path().join(".git/config"), b"x").expect("write");
         std::os::unix::fs::symlink("/etc/passwd", ws.path().join("link")).expect("link");
+        std::fs::create_dir(ws.path().join("real")).expect("dir");
+        std::fs::write(ws.path().join("real/in.txt"), b"in").expect("write");
+        std::os::unix::fs::symlink(ws.path().join("real"), ws.path().join("dirlink")).expect("link");
+        std::fs::write(state.path().join("secret"), b"other").expect("write");
+        std::fs::hard_link(state.path().join("secret"), ws.path().join("hard")).expect("hard link");
         let abs = ws.path().join("src/a.txt").display().to_string();
         let paths = [
             reported(&abs),
@@ -217,6 +216,9 @@ mod tests {
             reported("big"),
             reported(".git/config"),
             reported("link"),
+            reported("dirlink/in.txt"),
+            reported("hard"),
+            reported("sub/.git/config"),
             reported("../outside"),
             reported("missing"),
         ];

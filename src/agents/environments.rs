@@ -18,6 +18,7 @@ use super::error::AgentError;
 use super::records::Stored;
 use super::resources::{Environment, PlannedFile, Resources, Template};
 use super::workspace_files::{self, check_workspace_root, Source};
+use crate::policy::PathGuard;
 
 const WORKSPACE_FIELD: &str = "environment.workspace_directory";
 
@@ -140,7 +141,7 @@ impl Resources {
         })
     }
 
-    fn write_install(&self, root: &std::path::Path, file: &Install) -> Result<bool, AgentError> {
+    fn write_install(&self, guard: &PathGuard, root: &std::path::Path, file: &Install) -> Result<bool, AgentError> {
         let (content, blob);
         let source = match &file.origin {
             Origin::Inline(bytes) => Source::Bytes(bytes),
@@ -153,7 +154,7 @@ impl Resources {
                 Source::File(&blob, file.size)
             }
         };
-        workspace_files::write_new_file(root, &file.rel, &source)
+        workspace_files::write_new_file(guard, root, &file.rel, &source)
     }
 
     /// Stores each requested file's bytes as template content (blobs resolved for `owner`).
@@ -214,24 +215,26 @@ impl Resources {
         Ok(PreparedEnvironment { environment, files })
     }
 
-    /// Creates the directory (when missing), installs the prepared files
-    /// (removing those it created if one fails) and stores the environment.
+    /// Creates the directory (when missing) and installs the prepared files
+    /// through `guard`, the governing endpoint's path rules (removing the
+    /// files it created if one fails), and stores the environment.
     ///
     /// # Errors
-    /// The file refusals of [`workspace_files::write_new_file`].
+    /// The refusals of [`check_workspace_root`] and of [`workspace_files::write_new_file`].
     pub fn commit_environment(
         &self,
         owner: &str,
         mut prepared: PreparedEnvironment,
+        guard: &PathGuard,
     ) -> Result<Arc<Stored<Environment>>, AgentError> {
-        let root = check_workspace_root(&prepared.environment.workspace_directory, WORKSPACE_FIELD)?;
+        let root = check_workspace_root(guard, &prepared.environment.workspace_directory, WORKSPACE_FIELD)?;
         prepared.environment.root.clone_from(&root);
         // The template's contents stay while they are copied.
         self.with_contents(
             || {
                 let mut created = Vec::new();
                 for file in &prepared.files {
-                    match self.write_install(&root, file) {
+                    match self.write_install(guard, &root, file) {
                         Ok(true) => created.push(root.join(&file.rel)),
                         Ok(false) => {}
                         Err(e) => {
@@ -249,7 +252,7 @@ impl Resources {
         self.environments.create(owner, prepared.environment)
     }
 
-    /// Writes one more file into environment `environment`'s directory.
+    /// Writes one more file into environment `environment`'s directory, through `guard`.
     ///
     /// # Errors
     /// The refusals of `Resources::installs` and of writing it.
@@ -258,9 +261,10 @@ impl Resources {
         owner: &str,
         environment: &Stored<Environment>,
         file: &FileRequest,
+        guard: &PathGuard,
     ) -> Result<Install, AgentError> {
         let install = self.installs(owner, std::slice::from_ref(file))?.remove(0);
-        self.write_install(&environment.data.root, &install)?;
+        self.write_install(guard, &environment.data.root, &install)?;
         Ok(install)
     }
 
@@ -387,7 +391,7 @@ mod tests {
     #[test]
     fn an_environment_installs_its_template_and_its_own_files() {
         let state = tempfile::tempdir().expect("state");
-        let work = tempfile::tempdir().expect("work");
+        let (work, guard, _) = crate::policy::paths::scratch();
         let resources = Resources::open(state.path(), false, 1024);
         let inline = |rel: &str, bytes: &[u8]| FileRequest {
             rel: rel.into(),
@@ -404,7 +408,7 @@ mod tests {
         };
         let prepared = resources.prepare_environment("o", new).expect("prepare");
         assert_eq!(prepared.targets().len(), 2);
-        let stored = resources.commit_environment("o", prepared).expect("commit");
+        let stored = resources.commit_environment("o", prepared, &guard).expect("commit");
         assert_eq!(std::fs::read(stored.data.root.join("t.txt")).expect("t"), b"tt");
         assert_eq!(std::fs::read(stored.data.root.join("d/own.txt")).expect("own"), b"own");
         assert_eq!(stored.data.env["A"], "1");

@@ -234,6 +234,11 @@ impl Session {
         }
     }
 
+    /// A copy of the agent the session runs (what its next turn starts).
+    pub fn spec(&self) -> super::spec::AgentSpec {
+        self.lock().spec.clone()
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

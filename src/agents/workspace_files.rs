@@ -3,7 +3,11 @@
 //! without following symlinks or overwriting different bytes, and listing
 //! regular files. Locations that steer the next CLI turn (`.git/`,
 //! `.codex/`, `AGENTS.md`, shell start-up files, ...) are never written and
-//! never listed. Everything here blocks: callers run it off the runtime.
+//! never listed, at any depth. Every directory created and every file
+//! written goes through the governing endpoint's path guard and the file
+//! API's race-safe opens (`fs::safe`): nothing is made outside the policy's
+//! roots nor through a symlink. Everything here blocks: callers run it off
+//! the runtime.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -11,14 +15,19 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::{mkdirat, Mode};
+use nix::sys::stat::Mode;
 
 use super::error::AgentError;
+use crate::fs::safe;
+use crate::policy::paths::below;
+use crate::policy::{Op, PathGuard};
 
-/// Top-level directories whose contents steer the next CLI turn.
-const REFUSED_TOP: [&str; 7] = [".git", ".codex", ".claude", ".cursor", ".qwen", ".qoder", ".ssh"];
-/// File names (lower case) that steer the next CLI turn.
-const REFUSED_NAMES: [&str; 14] = [
+/// Directories (lower case) whose contents steer the next CLI turn, or the
+/// tools it runs, wherever they appear in a path.
+const REFUSED_DIRS: [&str; 9] =
+    [".git", ".codex", ".claude", ".cursor", ".qwen", ".qoder", ".gemini", ".ssh", ".config"];
+/// File names (lower case) that steer the next CLI turn or the tools it runs.
+const REFUSED_NAMES: [&str; 21] = [
     ".mcp.json",
     "agents.md",
     "qwen.md",
@@ -33,6 +42,13 @@ const REFUSED_NAMES: [&str; 14] = [
     ".zprofile",
     ".zshenv",
     ".envrc",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".gitconfig",
+    ".gitmodules",
+    ".netrc",
+    ".pypirc",
 ];
 const SYSTEM_ROOTS: [&str; 12] =
     ["/proc", "/sys", "/dev", "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/run", "/var/lib"];
@@ -45,22 +61,38 @@ fn refused(message: String, param: &str) -> AgentError {
 }
 
 /// Admits a workspace directory (absolute, no `..`, not `/` nor a system
-/// tree), creating it when missing; returns its real path.
+/// tree); returns its real path. An existing directory is bound as it is; a
+/// missing one is made through `guard` (the governing endpoint's path
+/// rules, which the caller has admitted it under for writing), so no
+/// directory is created outside the policy's roots nor through a symlink.
 ///
 /// # Errors
 /// 400 naming `field`.
-pub fn check_workspace_root(path: &str, field: &str) -> Result<PathBuf, AgentError> {
+pub fn check_workspace_root(guard: &PathGuard, path: &str, field: &str) -> Result<PathBuf, AgentError> {
     check_workspace_spelling(path, field)?;
-    std::fs::create_dir_all(path).map_err(|_| {
+    let cannot = || {
         AgentError::invalid_code(format!("{field}: cannot create the directory"), Some(field), "agents.workspace_error")
-    })?;
-    let real = std::fs::canonicalize(path).map_err(|_| {
-        AgentError::invalid_code(format!("{field}: cannot create the directory"), Some(field), "agents.workspace_error")
-    })?;
+    };
+    let real = match std::fs::canonicalize(path) {
+        Ok(real) if real.is_dir() => real,
+        Ok(_) => return Err(cannot()),
+        Err(_) => {
+            let target =
+                safe::resolve(guard, path, Op::Write, field).map_err(|e| refused(format!("{field}: {e}"), field))?;
+            safe::create_dirs(guard, &target, Op::Write).map_err(|_| cannot())?;
+            target.path
+        }
+    };
     if system_directory(real.to_string_lossy().trim_end_matches('/')) {
         return Err(refused(format!("{field}: system directories are not admitted"), field));
     }
     Ok(real)
+}
+
+/// Whether admitting `path` as a workspace would create a directory (so its
+/// path must pass the path rules for writing first).
+pub fn workspace_missing(path: &str) -> bool {
+    !Path::new(path.trim()).is_dir()
 }
 
 /// The checks of [`check_workspace_root`] that need no file system:
@@ -110,21 +142,20 @@ pub fn normalize_relative(path: Option<&str>, field: &str) -> Result<String, Age
     Ok(parts.join("/"))
 }
 
-/// Why `rel` may not be written, if it may not.
+/// Why `rel` may not be written, if it may not: any component (not only the
+/// first or the last) that is a refused directory or name.
 pub fn refused_location(rel: &str) -> Option<String> {
-    let first = rel.split('/').next().unwrap_or_default();
-    if REFUSED_TOP.contains(&first) {
-        return Some(format!("writes under {first}/ are refused: they change what the agent runs"));
-    }
-    let last = rel.rsplit('/').next().unwrap_or_default();
-    if REFUSED_NAMES.contains(&last.to_lowercase().as_str()) {
-        return Some(format!("writing {last} is refused: it changes what the agent runs"));
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let lower = part.to_lowercase();
+        if REFUSED_DIRS.contains(&lower.as_str()) && i + 1 < parts.len() {
+            return Some(format!("writes under {part}/ are refused: they change what the agent runs"));
+        }
+        if REFUSED_DIRS.contains(&lower.as_str()) || REFUSED_NAMES.contains(&lower.as_str()) {
+            return Some(format!("writing {part} is refused: it changes what the agent runs"));
+        }
     }
     None
-}
-
-fn dir_flags() -> OFlag {
-    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC
 }
 
 /// Where a new file's bytes come from.
@@ -151,34 +182,42 @@ impl Source<'_> {
     }
 }
 
-/// Creates `root/rel` with `source`'s bytes: `true` when written, `false`
-/// when an identical file is already there.
+/// Creates `root/rel` (`root` a workspace's real path) with `source`'s
+/// bytes: `true` when written, `false` when an identical file is already
+/// there. The path is resolved and authorised by `guard` for writing; it must
+/// stay beneath `root` once resolved, and no component of it, as written or
+/// as resolved, may be a refused location. The missing directories and the
+/// file are made through descriptors from the policy's root, with no symlink
+/// followed.
 ///
 /// # Errors
 /// `agents.file_exists` when a different file is there; `agents.path_refused`
-/// for a symlink or non-directory component or a refused location.
-pub fn write_new_file(root: &Path, rel: &str, source: &Source<'_>) -> Result<bool, AgentError> {
+/// for a refused location, a path the guard refuses or that leads outside
+/// the workspace, or a symlink or non-directory on the way.
+pub fn write_new_file(guard: &PathGuard, root: &Path, rel: &str, source: &Source<'_>) -> Result<bool, AgentError> {
     if rel.is_empty() {
         return Err(AgentError::invalid("path: names the workspace directory itself", "path"));
     }
     if let Some(why) = refused_location(rel) {
         return Err(refused(format!("path: {why}"), "path"));
     }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let (name, dirs) = parts.split_last().ok_or_else(|| AgentError::invalid("path: empty", "path"))?;
-    let mut current: OwnedFd = nix::fcntl::open(root, dir_flags(), Mode::empty()).map_err(|_| {
-        AgentError::invalid_code("workspace directory is not available", None, "agents.workspace_error")
-    })?;
-    for component in dirs {
-        match mkdirat(current.as_fd(), *component, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(_) => return Err(refused("path: cannot create the directory".into(), "path")),
-        }
-        current = openat(current.as_fd(), *component, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())
-            .map_err(|_| refused("path: a component is a symlink or not a directory".into(), "path"))?;
+    let raw = root.join(rel);
+    let target = safe::resolve(guard, &raw.to_string_lossy(), Op::Write, "path")
+        .map_err(|e| refused(format!("path: {e}"), "path"))?;
+    let inside = below(&target.path, root).filter(|r| !r.as_os_str().is_empty());
+    let Some(resolved_rel) = inside else {
+        return Err(refused("path: leads outside the workspace directory".into(), "path"));
+    };
+    if let Some(why) = refused_location(&resolved_rel.to_string_lossy()) {
+        return Err(refused(format!("path: {why}"), "path"));
     }
+    let (Some(parent), Some(name)) = (target.path.parent(), target.path.file_name()) else {
+        return Err(refused("path: cannot create the file".into(), "path"));
+    };
+    let current = safe::create_dirs(guard, &target.sibling(parent.to_path_buf()), Op::Write)
+        .map_err(|_| refused("path: a component is a symlink or not a directory".into(), "path"))?;
     let create = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = match openat(current.as_fd(), *name, create, Mode::from_bits_truncate(0o644)) {
+    let fd = match openat(current.as_fd(), name, create, Mode::from_bits_truncate(0o644)) {
         Ok(fd) => fd,
         Err(nix::errno::Errno::EEXIST) => return same_bytes_or_refuse(&current, name, source),
         Err(_) => return Err(refused("path: cannot create the file".into(), "path")),
@@ -187,13 +226,13 @@ pub fn write_new_file(root: &Path, rel: &str, source: &Source<'_>) -> Result<boo
     let written = source.reader().and_then(|mut r| io::copy(&mut r, &mut file)).and_then(|_| file.flush());
     if let Err(e) = written {
         drop(file);
-        let _ = nix::unistd::unlinkat(current.as_fd(), *name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(current.as_fd(), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
         return Err(AgentError::internal("cannot write an environment file", e));
     }
     Ok(true)
 }
 
-fn same_bytes_or_refuse(dir: &OwnedFd, name: &str, source: &Source<'_>) -> Result<bool, AgentError> {
+fn same_bytes_or_refuse(dir: &OwnedFd, name: &std::ffi::OsStr, source: &Source<'_>) -> Result<bool, AgentError> {
     let refuse = || {
         AgentError::invalid_code(
             "path: a different file already exists; files are never overwritten",
@@ -225,8 +264,10 @@ fn same_bytes_or_refuse(dir: &OwnedFd, name: &str, source: &Source<'_>) -> Resul
 }
 
 /// Regular files under `root/prefix` as `(relative path, size)`, sorted by
-/// path components; symlinks and the refused top-level directories are skipped.
-pub fn list_files(root: &Path, prefix: &str) -> Vec<(String, u64)> {
+/// path components; symlinks, refused locations at any depth and whatever
+/// `guard` does not permit (its deny patterns, the daemon's own paths) are
+/// skipped.
+pub fn list_files(guard: &PathGuard, root: &Path, prefix: &str) -> Vec<(String, u64)> {
     let mut base = root.to_path_buf();
     for component in prefix.split('/').filter(|p| !p.is_empty()) {
         base.push(component);
@@ -242,7 +283,8 @@ pub fn list_files(root: &Path, prefix: &str) -> Vec<(String, u64)> {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let rel = if rel_dir.is_empty() { name } else { format!("{rel_dir}/{name}") };
-            if REFUSED_TOP.contains(&rel.split('/').next().unwrap_or_default()) {
+            let lower = entry.file_name().to_string_lossy().to_lowercase();
+            if REFUSED_DIRS.contains(&lower.as_str()) || !guard.permits_resolved(&entry.path()) {
                 continue;
             }
             let Ok(kind) = entry.file_type() else { continue };
@@ -275,27 +317,33 @@ mod tests {
         assert_eq!(normalize_relative(Some("/srv/x"), "p").expect("ok"), "srv/x");
         assert!(normalize_relative(Some("a/b"), "p").is_err());
         assert!(normalize_relative(Some("/workspace/../etc"), "p").is_err());
-        assert!(refused_location(".git/config").is_some());
-        assert!(refused_location("sub/AGENTS.md").is_some());
-        assert!(refused_location("src/main.rs").is_none());
+        for refused in [".git/config", "sub/AGENTS.md", "sub/.git/hooks/x", ".npmrc", "a/.NPMRC", "a/.Codex/b", ".git"]
+        {
+            assert!(refused_location(refused).is_some(), "{refused}");
+        }
+        for fine in ["src/main.rs", "git/x", "a.git/b", "docs/agents.md.txt"] {
+            assert!(refused_location(fine).is_none(), "{fine}");
+        }
     }
 
     #[test]
     fn files_are_created_never_overwritten_and_listed() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let root = dir.path();
-        assert!(write_new_file(root, "a/b.txt", &Source::Bytes(b"hi")).expect("new"));
-        assert!(!write_new_file(root, "a/b.txt", &Source::Bytes(b"hi")).expect("same bytes"));
-        let err = write_new_file(root, "a/b.txt", &Source::Bytes(b"ho")).expect_err("different");
+        let (_dir, guard, real) = crate::policy::paths::scratch();
+        let root = &real;
+        assert!(write_new_file(&guard, root, "a/b.txt", &Source::Bytes(b"hi")).expect("new"));
+        assert!(!write_new_file(&guard, root, "a/b.txt", &Source::Bytes(b"hi")).expect("same bytes"));
+        let err = write_new_file(&guard, root, "a/b.txt", &Source::Bytes(b"ho")).expect_err("different");
         assert!(matches!(err, AgentError::Invalid { code: "agents.file_exists", .. }));
         std::os::unix::fs::symlink("/tmp", root.join("link")).expect("symlink");
-        let err = write_new_file(root, "link/x", &Source::Bytes(b"x")).expect_err("symlink");
+        let err = write_new_file(&guard, root, "link/x", &Source::Bytes(b"x")).expect_err("symlink");
         assert!(matches!(err, AgentError::Invalid { code: "agents.path_refused", .. }));
         std::fs::create_dir(root.join(".git")).expect("git");
         std::fs::write(root.join(".git/HEAD"), b"x").expect("head");
         std::fs::write(root.join("z.txt"), b"zzz").expect("z");
-        assert_eq!(list_files(root, ""), [("a/b.txt".to_string(), 2), ("z.txt".to_string(), 3)]);
-        assert_eq!(list_files(root, "a"), [("a/b.txt".to_string(), 2)]);
-        assert!(list_files(root, "nope").is_empty());
+        std::fs::create_dir_all(root.join("a/.git")).expect("nested git");
+        std::fs::write(root.join("a/.git/config"), b"x").expect("config");
+        assert_eq!(list_files(&guard, root, ""), [("a/b.txt".to_string(), 2), ("z.txt".to_string(), 3)]);
+        assert_eq!(list_files(&guard, root, "a"), [("a/b.txt".to_string(), 2)]);
+        assert!(list_files(&guard, root, "nope").is_empty());
     }
 }

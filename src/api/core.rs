@@ -81,6 +81,10 @@ pub struct EndpointState {
     pub summary: String,
     /// Whether the response is a stream.
     pub streaming: bool,
+    /// The powers the endpoint exercises (`runs_programs`, `writes_files`,
+    /// ...), from which the presets decide; absent from older servers.
+    #[serde(default)]
+    pub powers: Vec<String>,
     /// Whether the endpoint answers at all.
     pub enabled: bool,
     /// Whether this identity may call it.

@@ -318,6 +318,15 @@ fn path_of(fd: &impl AsFd) -> Option<PathBuf> {
 pub fn open_beneath(root: &Path, relative: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
     let root_fd = nix::fcntl::open(root, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())?;
     learn_root(root, &root_fd);
+    open_beneath_fd(root_fd, relative, flags, mode)
+}
+
+/// [`open_beneath`] from a descriptor of the directory already open (one
+/// that is no policy root: nothing is learnt about it).
+///
+/// # Errors
+/// As [`open_beneath`].
+pub fn open_beneath_fd(root_fd: OwnedFd, relative: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let relative = if relative.as_os_str().is_empty() { Path::new(".") } else { relative };
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {

@@ -104,6 +104,12 @@ pub enum Denial {
     },
 }
 
+/// Whether `rule` (a deciding rule's origin) is a preset closing a power
+/// (`preset:NAME:powers.POWER`) rather than a switch of the reference's.
+pub fn is_power_closure(rule: &str) -> bool {
+    rule.strip_prefix("preset:").and_then(|r| r.split_once(':')).is_some_and(|(_, what)| what.starts_with("powers."))
+}
+
 impl Denial {
     /// The stable machine code of the refusal.
     pub fn code(&self) -> &'static str {
@@ -131,6 +137,9 @@ impl Denial {
         match self {
             Denial::Unauthorized => 401,
             Denial::AmbiguousCredentials | Denial::DuplicateParameter | Denial::InvalidPath { .. } => 400,
+            // A power a preset closes (`preset:read-only:powers.runs_programs`) is a permission
+            // refusal; a switched-off endpoint or group answers as the reference's does.
+            Denial::EndpointDisabled { rule, .. } if is_power_closure(rule) => 403,
             Denial::EndpointDisabled { .. } => 404,
             Denial::PayloadTooLarge { .. } => 413,
             Denial::RateLimited { .. } | Denial::AuthThrottled { .. } | Denial::ConcurrencyLimited => 429,
@@ -183,6 +192,15 @@ mod tests {
         assert_eq!((Denial::Unauthorized.status(), Denial::Unauthorized.error_type()), (401, "AuthError"));
         let disabled = Denial::EndpointDisabled { message: "off".into(), rule: "r".into() };
         assert_eq!((disabled.status(), disabled.code()), (404, "endpoint_disabled"));
+        let closed =
+            Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:powers.runs_programs".into() };
+        assert_eq!(
+            (closed.status(), closed.code()),
+            (403, "endpoint_disabled"),
+            "a closed power is a permission refusal"
+        );
+        let named = Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:groups.process".into() };
+        assert_eq!(named.status(), 404, "the reference's own preset switches keep its status");
         let path = Denial::PathNotAllowed { field: String::new() };
         assert_eq!((path.status(), path.error_type()), (403, "PolicyDenied"));
         assert_eq!(Denial::RateLimited { retry_after: 3 }.retry_after(), Some(3));

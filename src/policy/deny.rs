@@ -105,6 +105,13 @@ impl DenyList {
         list
     }
 
+    /// This list, also denying everything beneath each of `prefixes`
+    /// (absolute, normalised).
+    pub fn with_prefixes(mut self, prefixes: &[PathBuf]) -> Self {
+        self.prefixes.extend(prefixes.iter().cloned());
+        self
+    }
+
     /// Whether some pattern could deny a path strictly beneath `root` while
     /// allowing `root` itself: any component or glob pattern, or a prefix
     /// inside `root`. When not, every path beneath an allowed `root` is

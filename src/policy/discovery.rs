@@ -70,6 +70,7 @@ impl PolicyEngine {
             group: ep.group.as_str().to_string(),
             summary: ep.summary.to_string(),
             streaming: ep.streaming,
+            powers: ep.powers().iter().map(|p| p.as_str().to_string()).collect(),
             enabled: rule.enabled,
             allowed,
             reason: reason.map(str::to_string),

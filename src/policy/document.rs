@@ -182,7 +182,14 @@ pub fn preset_layers(name: &str) -> Result<Vec<Layer>> {
         Some(raw) => parse_endpoints(raw, "preset.endpoints")?.0,
         None => Vec::new(),
     };
-    Ok(section_layers(defaults, &groups, endpoints, Rank::Preset, &format!("preset:{name}:")))
+    let mut layers = section_layers(defaults, &groups, endpoints, Rank::Preset, &format!("preset:{name}:"));
+    // Where the preset's own document switches an endpoint off already, its
+    // power layer reports that rule, as the reference names it.
+    let own = super::rules::compile(&layers, false)?;
+    layers.extend(presets::power_layers(name, |e| {
+        own.iter().find(|r| std::ptr::eq(r.endpoint, e)).filter(|r| !r.enabled).map(|r| r.disabled_by.clone())
+    }));
+    Ok(layers)
 }
 
 /// Layers for one document's sections: defaults, then groups, then endpoints, in written order.
@@ -371,8 +378,10 @@ mod tests {
             "endpoints": {"files_*": {"paths": {"read_only": true}}, "group:system": {"enabled": false}, "shell": {"enabled": true}},
         }))
         .expect("valid");
+        let powers = doc.layers.iter().filter(|l| l.rank == Rank::Preset).count() - 7;
+        assert_eq!(powers, super::presets::power_layers("hardened", |_| None).len(), "one layer per closed endpoint");
         assert_eq!(
-            origins(&doc),
+            origins(&doc).into_iter().take(7).chain(origins(&doc).into_iter().skip(7 + powers)).collect::<Vec<_>>(),
             [
                 "preset:hardened:defaults",
                 "preset:hardened:groups.process",
@@ -388,9 +397,10 @@ mod tests {
                 "policy:endpoints.shell",
             ]
         );
-        assert!(doc.layers[..7].iter().all(|l| l.rank == Rank::Preset));
-        assert!(doc.layers[7..].iter().all(|l| l.rank == Rank::Policy));
-        assert_eq!(doc.layers[10].selector, Selector::Group(Group::System));
+        let preset = 7 + powers;
+        assert!(doc.layers[..preset].iter().all(|l| l.rank == Rank::Preset));
+        assert!(doc.layers[preset..].iter().all(|l| l.rank == Rank::Policy));
+        assert_eq!(doc.layers[preset + 3].selector, Selector::Group(Group::System));
         assert_eq!(doc.preset.as_deref(), Some("hardened"));
     }
 

@@ -8,6 +8,9 @@ use super::rules::AuditMode;
 use super::{Denial, EffectiveRule, Identity, LimitValue, Op, ParamValue, PathGuard, PolicyEngine};
 use crate::endpoints::{Endpoint, Limit, Param};
 
+/// The endpoint whose rule decides every start of a program.
+const PROCESS_START: &str = "process_start";
+
 /// An admitted request: the endpoint's rule and the caller.
 ///
 /// Handlers receive it to resolve paths and read limits and parameters.
@@ -70,6 +73,26 @@ impl Grant {
         }
         let engine = Arc::clone(&self.0.engine);
         Ok(Grant::new(engine, other, Arc::clone(&self.0.identity), self.0.user.clone()))
+    }
+
+    /// The grant of `process_start`'s rule, for a call that starts a program
+    /// of its own (an agent turn's CLI): that rule must be enabled, and its
+    /// commands, environment and path rules then decide, exactly as for
+    /// `process_start`. The caller's scopes stay its own endpoint's
+    /// (`agents:use`, as the reference's clients hold).
+    ///
+    /// # Errors
+    /// `endpoint_disabled` naming the rule that switched process execution off.
+    pub fn process_execution(&self) -> Result<Grant, Denial> {
+        let Some(start) = crate::endpoints::find(PROCESS_START) else {
+            return Err(Denial::forbidden("process_denied", "process execution is not configured"));
+        };
+        let rule = self.0.engine.rule(start);
+        if !rule.enabled {
+            return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
+        }
+        let engine = Arc::clone(&self.0.engine);
+        Ok(Grant::new(engine, start, Arc::clone(&self.0.identity), self.0.user.clone()))
     }
 
     /// The endpoint admitted.

@@ -1,7 +1,9 @@
 //! Lint: configuration that is valid but probably not what its author meant.
 //!
 //! L1 to L5 are the reference's warnings; L6 to L8 are ours (rules that can
-//! never match or never take effect). `serve` logs them at start;
+//! never match or never take effect); L9 reports a rule that grants a power
+//! the preset closes (an agent session or a browser under `read-only`); L10
+//! one of the daemon's own paths under a root. `serve` logs them at start;
 //! `check-config --strict` exits 2 when there are any.
 
 use std::path::Path;
@@ -15,6 +17,8 @@ impl PolicyEngine {
     pub fn lint(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         self.lint_bypass(&mut warnings);
+        self.lint_grants(&mut warnings);
+        self.lint_daemon_paths(&mut warnings);
         for rule in &self.rules {
             let id = rule.endpoint.id;
             if rule.allow.iter().any(|a| super::paths::normalize(a) == Path::new("/")) {
@@ -38,6 +42,40 @@ impl PolicyEngine {
         warnings
     }
 
+    /// L10: one of the daemon's own paths lies under (or around) a root an
+    /// enabled path-scoped endpoint serves; the built-in deny refuses it, but
+    /// it belongs outside every root.
+    fn lint_daemon_paths(&self, warnings: &mut Vec<String>) {
+        let roots: Vec<(std::path::PathBuf, &str)> = self
+            .rules
+            .iter()
+            .filter(|r| r.enabled && r.endpoint.paths)
+            .flat_map(|r| {
+                let guard = self.path_guard(r.endpoint);
+                // `/` (envd's process starts, or L2's rule) lies around everything.
+                let roots = guard.roots().filter(|root| *root != Path::new("/"));
+                roots.map(|root| (root.to_path_buf(), r.endpoint.id)).collect::<Vec<_>>()
+            })
+            .collect();
+        let agents_on = self.rules.iter().any(|r| r.enabled && r.endpoint.group == crate::endpoints::Group::Agents);
+        for daemon in self.daemon_paths.iter().filter(|d| agents_on || d.what != super::daemon::AGENTS_STATE) {
+            let candidates = [daemon.path.clone(), super::paths::realpath(&daemon.path)];
+            let hit = candidates.iter().find_map(|p| {
+                let root = super::daemon::overlapping_root(p, roots.iter().map(|(r, _)| r.as_path()))?;
+                roots.iter().find(|(r, _)| r == root)
+            });
+            if let Some((root, endpoint)) = hit {
+                warnings.push(format!(
+                    "L10: the {} '{}' lies under the root '{}' of endpoint '{endpoint}'; the built-in deny refuses it \
+                     on every port, but move it outside every root",
+                    daemon.what,
+                    daemon.path.display(),
+                    root.display()
+                ));
+            }
+        }
+    }
+
     /// L1: an identity that may both use path-scoped endpoints and run programs.
     fn lint_bypass(&self, warnings: &mut Vec<String>) {
         let mut identities: Vec<&Identity> = self.authenticator.tokens().iter().map(|t| t.identity()).collect();
@@ -54,7 +92,7 @@ impl PolicyEngine {
                         || r.symlinks == super::rules::SymlinkMode::Never)
             })
             .collect();
-        let execs: Vec<_> = self.rules.iter().filter(|r| r.enabled && r.endpoint.exec).collect();
+        let execs: Vec<_> = self.rules.iter().filter(|r| r.enabled && r.endpoint.runs_programs()).collect();
         for identity in identities {
             let reach = |rules: &[&super::EffectiveRule]| {
                 // The reference's endpoints first: they name the rule to change.
@@ -82,6 +120,29 @@ impl PolicyEngine {
                     execs.join(", ")
                 ));
             }
+        }
+    }
+
+    /// L9: an endpoint the preset closes for one of its powers is on: a
+    /// policy rule naming it (or the endpoint governing it) granted it.
+    fn lint_grants(&self, warnings: &mut Vec<String>) {
+        let preset = self.preset.as_str();
+        for rule in self.rules.iter().filter(|r| r.enabled) {
+            let endpoint = rule.endpoint;
+            let Some(power) = super::presets::closes(preset, endpoint) else { continue };
+            if endpoint.extension && self.rule(endpoint.governing()).enabled {
+                continue; // reported with the endpoint governing it
+            }
+            let names = |l: &&Layer| match &l.selector {
+                Selector::Exact(id) => id == endpoint.id || endpoint.governed_by == Some(id.as_str()),
+                _ => false,
+            };
+            let grant = self.layers.iter().filter(|l| l.rule.enabled == Some(true)).rev().find(names);
+            let by = grant.map_or_else(|| "a rule".to_string(), |l| format!("{}.enabled: true", json_path(&l.origin)));
+            warnings.push(format!(
+                "L9: {by} grants '{power}' to endpoint '{}' (group {}) under preset {preset}",
+                endpoint.id, endpoint.group
+            ));
         }
     }
 
@@ -182,7 +243,7 @@ mod tests {
         assert_eq!(
             warnings,
             ["L1: identity 'anonymous' can use path-scoped endpoints (files_archive, files_content_read, files_content_write...) \
-              and also execute programs via process_start, shell, shell_stream; path rules can be bypassed"]
+              and also execute programs via process_start, pty_connect, pty_create_session; path rules can be bypassed"]
         );
         let scoped_reader = json!({
             "auth": {"tokens": [{"id": "reader", "scopes": ["files:read"], "token_sha256": digest(1)}]},
@@ -254,6 +315,29 @@ mod tests {
             env,
             ["L8: env:ABX_SERVER_ENABLED_GROUPS:dev_tools: true never takes effect (a more specific rule decides: \
               endpoint 'code_run' is disabled by preset:locked:endpoints.*)"]
+        );
+    }
+
+    #[test]
+    fn a_grant_of_a_power_the_preset_closes_is_reported() {
+        let env = PolicyInputs { enabled_groups: vec![crate::endpoints::Group::Agents], ..PolicyInputs::default() };
+        assert_eq!(lint_with(json!({"preset": "read-only"}), env.clone()), Vec::<String>::new(), "nothing granted");
+        let granted = json!({"preset": "hardened", "endpoints": {"agents_sessions_create": {"enabled": true}}});
+        let warnings = lint_with(granted, env);
+        assert_eq!(
+            warnings.last().map(String::as_str),
+            Some(
+                "L9: policy.endpoints.agents_sessions_create.enabled: true grants 'runs_programs' to endpoint \
+                 'agents_sessions_create' (group agents) under preset hardened"
+            )
+        );
+        assert!(warnings[0].contains("execute programs via agents_sessions_create"), "L1 knows agents: {warnings:?}");
+        let browser =
+            json!({"preset": "locked", "groups": ["browser"], "endpoints": {"browser_navigate": {"enabled": true}}});
+        let warnings = lint(browser);
+        assert!(
+            warnings.iter().any(|w| w.starts_with("L9: policy.endpoints.browser_navigate.enabled: true")),
+            "{warnings:?}"
         );
     }
 

@@ -12,6 +12,7 @@
 
 mod auth;
 pub mod canonical;
+pub mod daemon;
 mod denial;
 mod deny;
 mod discovery;
@@ -94,6 +95,9 @@ pub struct PolicyInputs {
     pub server_token: Option<String>,
     /// The policy document, if any.
     pub document: Option<PolicyDocument>,
+    /// The daemon's own state and configuration paths, denied on every
+    /// endpoint (the policy file and token files are added from the document).
+    pub daemon_paths: Vec<daemon::DaemonPath>,
 }
 
 /// The compiled policy of a running server.
@@ -112,6 +116,8 @@ pub struct PolicyEngine {
     unauthenticated: Arc<Identity>,
     origin: String,
     policy_file: Option<PathBuf>,
+    /// The daemon's own paths, which every path rule denies.
+    daemon_paths: Vec<daemon::DaemonPath>,
     /// For each endpoint, the index of the endpoint governing it (its own when none):
     /// rate and concurrency limits count in the governing endpoint's buckets.
     governing: Vec<usize>,
@@ -194,7 +200,22 @@ impl PolicyEngine {
             (Some(dir), false) => dir.clone(),
             _ => inputs.base_dir,
         };
-        let path_rules = rules.iter().map(|r| Arc::new(PathRules::compile(default_root(&base_dir, r), r))).collect();
+        let mut daemon_paths = inputs.daemon_paths;
+        daemon_paths.extend(document.file.iter().map(|f| daemon::DaemonPath::new(f, "policy file")));
+        daemon_paths.extend(daemon::secret_files(
+            document
+                .auth
+                .tokens
+                .iter()
+                .filter_map(|t| match &t.secret {
+                    TokenSecret::Env(name) => Some(name.as_str()),
+                    TokenSecret::Sha256(_) => None,
+                })
+                .chain([TOKEN_ENV]),
+        ));
+        let denied = daemon::deny_prefixes(&daemon_paths);
+        let path_rules =
+            rules.iter().map(|r| Arc::new(PathRules::compile_with(default_root(&base_dir, r), r, &denied))).collect();
         Ok(PolicyEngine {
             limiter: Arc::new(Limiter::new(rules.len())),
             rules,
@@ -209,6 +230,7 @@ impl PolicyEngine {
             unauthenticated: Arc::new(Identity::unauthenticated()),
             origin: document.origin.clone(),
             policy_file: document.file.clone(),
+            daemon_paths,
             governing: ENDPOINTS.iter().map(|e| index_of(e.governing())).collect(),
             access_token: RwLock::new(None),
             throttle: throttle::Throttle::default(),
@@ -252,6 +274,11 @@ impl PolicyEngine {
     /// Every effective rule, in table order.
     pub fn rules(&self) -> &[EffectiveRule] {
         &self.rules
+    }
+
+    /// The daemon's own paths, which every path rule denies.
+    pub fn daemon_paths(&self) -> &[daemon::DaemonPath] {
+        &self.daemon_paths
     }
 
     /// The path guard of `endpoint`'s rule (its roots resolved now).

@@ -20,7 +20,8 @@ use super::Denial;
 /// Longest path accepted, in bytes.
 pub const MAX_PATH_LENGTH: usize = 4096;
 
-/// Directories no rule can reach, whatever its roots.
+/// Directories no rule can reach, whatever its roots; the daemon's own
+/// paths ([`super::daemon`]) are denied beside them.
 pub const SYSTEM_DENY: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// How a path is about to be used; `read_only` refuses writes and deletes.
@@ -80,12 +81,19 @@ pub struct PathRules {
 impl PathRules {
     /// Compiles `rule`'s path section, with `base_dir` as the root when the rule allows none.
     pub fn compile(base_dir: &Path, rule: &EffectiveRule) -> Self {
+        PathRules::compile_with(base_dir, rule, &[])
+    }
+
+    /// [`PathRules::compile`], with `daemon` (the daemon's own paths, see
+    /// [`super::daemon::deny_prefixes`]) denied beside [`SYSTEM_DENY`]: no
+    /// rule can lift either.
+    pub fn compile_with(base_dir: &Path, rule: &EffectiveRule, daemon: &[PathBuf]) -> Self {
         let raw_roots: Vec<&Path> =
             if rule.allow.is_empty() { vec![base_dir] } else { rule.allow.iter().map(PathBuf::as_path).collect() };
         PathRules {
             roots: raw_roots.into_iter().map(|r| Root { lexical: normalize(r), real: OnceLock::new() }).collect(),
             resolved: OnceLock::new(),
-            deny: DenyList::compile(rule.deny.iter().map(String::as_str), &SYSTEM_DENY),
+            deny: DenyList::compile(rule.deny.iter().map(String::as_str), &SYSTEM_DENY).with_prefixes(daemon),
             read_only: rule.read_only,
             symlinks: rule.symlinks,
         }

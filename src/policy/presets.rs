@@ -3,8 +3,19 @@
 //! A preset is a policy document of its own (`groups`, `endpoints`,
 //! `defaults`) whose rules sit one rank below the policy's: a policy refines
 //! the preset it names. `core` endpoints stay on whatever a preset says.
+//!
+//! Besides its document, a preset switches off powers ([`Power`]):
+//! [`power_layers`] names, one by one, every endpoint that exercises a power
+//! the preset does not leave open, whatever its group. A rule naming the
+//! endpoint outranks a group or a glob, so a group switched on by the policy
+//! or `ABX_SERVER_ENABLED_GROUPS` does not lift it: only a policy rule
+//! naming the endpoint (or the endpoint governing it) does, and the lint
+//! reports such a grant (L9).
 
 use serde_json::{json, Map, Value};
+
+use super::rules::{Layer, Rank, RuleSpec, Selector};
+use crate::endpoints::{Endpoint, Group, Power, ENDPOINTS};
 
 /// The preset names, in the reference's order.
 pub const NAMES: [&str; 5] = ["default", "transfer-only", "read-only", "hardened", "locked"];
@@ -34,6 +45,45 @@ fn only(ids: &[&str]) -> Value {
 
 fn groups_off() -> Value {
     Value::Object(RISKY_GROUPS.iter().map(|g| ((*g).to_string(), Value::Bool(false))).collect())
+}
+
+/// Whether preset `name` switches off `endpoint` for one of its powers;
+/// returns that power.
+///
+/// - `read-only` and `locked`: running programs and writing files.
+/// - `hardened`: running programs; writing files outside `file_ops`, whose
+///   writes its path denies govern.
+/// - `transfer-only`: running programs.
+pub fn closes(name: &str, endpoint: &Endpoint) -> Option<Power> {
+    let group = endpoint.governed_by.and_then(crate::endpoints::find).map_or(endpoint.group, |g| g.group);
+    let closed: &[Power] = match name {
+        "read-only" | "locked" => &[Power::RunsPrograms, Power::WritesFiles],
+        "hardened" if group != Group::FileOps => &[Power::RunsPrograms, Power::WritesFiles],
+        "hardened" | "transfer-only" => &[Power::RunsPrograms],
+        _ => &[],
+    };
+    closed.iter().copied().find(|p| endpoint.has(*p))
+}
+
+/// The layers switching off, by id, every endpoint whose powers preset
+/// `name` closes ([`closes`]). Extensions follow the endpoint governing them.
+/// `origin_of` gives the origin to report for an endpoint the preset's
+/// document switches off already (`preset:read-only:groups.process`, as the
+/// reference names it); the others report `preset:NAME:powers.POWER`.
+pub fn power_layers(name: &str, origin_of: impl Fn(&Endpoint) -> Option<String>) -> Vec<Layer> {
+    ENDPOINTS
+        .iter()
+        .filter(|e| !e.extension && !e.is_core())
+        .filter_map(|e| {
+            let power = closes(name, e)?;
+            Some(Layer {
+                selector: Selector::Exact(e.id.to_string()),
+                rank: Rank::Preset,
+                rule: RuleSpec::enabled(false),
+                origin: origin_of(e).unwrap_or_else(|| format!("preset:{name}:powers.{power}")),
+            })
+        })
+        .collect()
 }
 
 /// The document of preset `name`, or `None` for an unknown name.
@@ -69,10 +119,41 @@ pub fn document(name: &str) -> Option<Value> {
     Some(doc)
 }
 
+/// The table of docs/policy.md: each endpoint with its group and powers,
+/// and whether each preset leaves it open when every opt-in group is
+/// switched on by the environment (a test keeps the page equal to it).
+///
+/// # Errors
+/// A preset that does not compile (never, for the built-in ones).
+pub fn powers_table() -> Result<String, super::PolicyConfigError> {
+    use super::rules::{baseline_layers, compile, enabled_group_layers};
+    let opt_in: Vec<Group> = Group::ALL.into_iter().filter(|g| g.opt_in()).collect();
+    let mut columns = Vec::new();
+    for name in NAMES {
+        let mut layers = baseline_layers();
+        layers.extend(super::document::preset_layers(name)?);
+        layers.extend(enabled_group_layers(&opt_in, Rank::Env, "env:ABX_SERVER_ENABLED_GROUPS"));
+        columns.push(compile(&layers, true)?);
+    }
+    let mut out = format!("| group | endpoint | powers | {} |\n|---|---|---|{}\n", NAMES.join(" | "), "---|".repeat(5));
+    for (i, endpoint) in ENDPOINTS.iter().enumerate() {
+        let powers: Vec<&str> = endpoint.powers().iter().map(|p| p.as_str()).collect();
+        let open: Vec<&str> = columns.iter().map(|rules| if rules[i].enabled { "open" } else { "-" }).collect();
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} |\n",
+            endpoint.group,
+            endpoint.id,
+            powers.join(", "),
+            open.join(" | ")
+        ));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::{Group, ENDPOINTS};
+    use crate::endpoints::{Group, Power, ENDPOINTS};
     use crate::policy::document;
     use crate::policy::rules::{self, enabled_group_layers, AuditMode, EffectiveRule, Rank, SymlinkMode};
 
@@ -139,10 +220,60 @@ mod tests {
         for on in ["files_list", "files_stat", "files_download_stream", "env_get", "system_info", "run_command"] {
             assert!(rule(&rules, on).enabled, "{on}");
         }
-        assert_eq!(rule(&rules, "shell").disabled_by, "preset:read-only:groups.process");
+        assert_eq!(rule(&rules, "shell").disabled_by, "preset:read-only:groups.process", "the reference's name");
+        assert_eq!(rule(&rules, "process_list").disabled_by, "preset:read-only:groups.process");
         assert_eq!(rule(&rules, "files_move").disabled_by, "preset:read-only:endpoints.files_move");
         let with_env = compiled(json!({"preset": "read-only"}), &[Group::DevTools]);
-        assert!(rule(&with_env, "code_run").enabled, "the environment outranks a preset's group switch");
+        assert!(rule(&with_env, "git_status").enabled, "the environment outranks a preset's group switch");
+        assert!(!rule(&with_env, "code_run").enabled, "but not the powers the preset closes");
+    }
+
+    /// Every endpoint that runs programs or writes files, in every group, the
+    /// opt-in ones and those the environment switches on included.
+    #[test]
+    fn closing_presets_switch_off_every_row_that_runs_programs_or_writes_files() {
+        let all = [Group::DevTools, Group::Browser, Group::Agents];
+        for preset in ["read-only", "hardened", "locked"] {
+            let rules = compiled(json!({ "preset": preset }), &all);
+            for r in rules.iter().filter(|r| r.endpoint.runs_programs()) {
+                assert!(!r.enabled, "{preset}: {} runs programs", r.endpoint.id);
+            }
+            let writes = |r: &&EffectiveRule| r.endpoint.has(Power::WritesFiles);
+            for r in rules
+                .iter()
+                .filter(writes)
+                .filter(|r| preset != "hardened" || r.endpoint.governing().group != Group::FileOps)
+            {
+                assert!(!r.enabled, "{preset}: {} writes files", r.endpoint.id);
+            }
+            for id in
+                ["agents_sessions_create", "agents_responses_create", "browser_evaluate", "agents_environments_create"]
+            {
+                assert!(!rule(&rules, id).enabled, "{preset}: {id}");
+            }
+            assert!(rule(&rules, "agents_sessions_list").enabled || preset == "locked", "{preset}: reading stays");
+        }
+        let transfer = compiled(json!({"preset": "transfer-only"}), &all);
+        assert!(transfer.iter().filter(|r| r.endpoint.runs_programs()).all(|r| !r.enabled));
+    }
+
+    #[test]
+    fn only_a_rule_naming_the_endpoint_grants_a_closed_power() {
+        let by_group = compiled(
+            json!({"preset": "read-only", "groups": {"agents": true}, "endpoints": {"agents_*": {"enabled": true}}}),
+            &[Group::Agents],
+        );
+        assert_eq!(rule(&by_group, "agents_sessions_create").disabled_by, "preset:read-only:powers.runs_programs");
+        assert_eq!(rule(&by_group, "code_run").disabled_by, "preset:read-only:groups.dev_tools");
+        let named = compiled(
+            json!({"preset": "read-only", "endpoints": {"agents_sessions_create": {"enabled": true}}}),
+            &[Group::Agents],
+        );
+        assert!(rule(&named, "agents_sessions_create").enabled);
+        assert!(!rule(&named, "agents_responses_create").enabled, "the others stay off");
+        let governing =
+            compiled(json!({"preset": "locked", "endpoints": {"files_upload_stream": {"enabled": true}}}), &[]);
+        assert!(rule(&governing, "envd_files_write").enabled, "an extension follows the endpoint governing it");
     }
 
     #[test]
@@ -190,6 +321,22 @@ mod tests {
         assert_eq!(download.allow, [std::path::PathBuf::from("/home/user/out")]);
         assert!(download.read_only);
         assert_eq!(download.deny, ["*.key"], "deny patterns of every matching rule apply");
+    }
+
+    /// docs/policy.md shows [`powers_table`]; `ABX_UPDATE_DOCS=1` rewrites it.
+    #[test]
+    fn the_docs_table_is_the_table() {
+        let (start, end) = ("<!-- powers-table:start -->\n", "<!-- powers-table:end -->");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md");
+        let page = std::fs::read_to_string(path).expect("docs/policy.md");
+        let table = powers_table().expect("table");
+        let from = page.find(start).expect("start marker") + start.len();
+        let to = page.find(end).expect("end marker");
+        if std::env::var_os("ABX_UPDATE_DOCS").is_some() {
+            std::fs::write(path, format!("{}{table}{}", &page[..from], &page[to..])).expect("write");
+            return;
+        }
+        assert!(page[from..to] == table, "docs/policy.md's powers table is stale: run with ABX_UPDATE_DOCS=1");
     }
 
     #[test]

@@ -11,7 +11,11 @@ use super::{server, ServerBuilder, TestServer};
 
 /// A server builder with the agents group on and `state` as its state directory.
 pub fn agents_server(state: &Path) -> ServerBuilder {
-    server().env("ABX_SERVER_ENABLED_GROUPS", "agents").env("ABX_AGENTS_STATE_DIR", state.to_str().expect("utf-8 path"))
+    // Workspaces are temporary directories: the base dir holds them, as process_start's path rules ask.
+    server()
+        .base_dir(&std::env::temp_dir())
+        .env("ABX_SERVER_ENABLED_GROUPS", "agents")
+        .env("ABX_AGENTS_STATE_DIR", state.to_str().expect("utf-8 path"))
 }
 
 /// A response: status, headers, JSON body (`Null` when empty, the text when not JSON).

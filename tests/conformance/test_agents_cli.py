@@ -90,7 +90,8 @@ def test_a_real_cli_runs_the_scripted_tool_call_and_the_items_show_it(runtime, m
     model = ScriptedModel().start()
     try:
         server = make_server(env=cli_env(tmp_path, model))
-        work = tmp_path / "work"
+        # Inside the base directory: a session's workspace is held to process_start's path rules (ours only).
+        work = server.base / "work"
         work.mkdir()
         (work / "a.txt").write_text("")
         body = {"agent": {"runtime": runtime}, "environment": {"workspace_directory": str(work)},

@@ -149,7 +149,7 @@ def test_environments_templates_and_files_match_the_reference(sides):
 
     # The policy's path guard refuses a workspace outside the base directory in both.
     outside = [s.call("POST", "/v1/agents/environments", json={"environment": {
-        "workspace_directory": str(s.work), "files": [{"type": "inline", "path": "/a.txt", "data": "eA=="}]}}) for s in sides]
+        "workspace_directory": str(s.work.parent.parent / "outside"), "files": [{"type": "inline", "path": "/a.txt", "data": "eA=="}]}}) for s in sides]
     r, o = (without(x.json(), "error") for x in outside)
     assert (outside[0].status_code, r) == (outside[1].status_code, o) == (403, {
         "type": "PolicyDenied", "code": "path_not_allowed", "endpoint": "agents_environments_create"})

@@ -57,11 +57,12 @@ class Side:
 
     def __init__(self, name: str, root: Path, command: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.work = root / "work"
+        base = root / "base"
+        # Inside the base directory on both sides: our sessions' workspaces are held to
+        # process_start's path rules, the reference's run anywhere (docs/compatibility.md).
+        self.work = base / "work"
         self.work.mkdir(parents=True)
         (self.work / "a.txt").write_text("")
-        base = root / "base"
-        base.mkdir()
         full = {**env, "ABX_AGENTS_STATE_DIR": str(root / "state"), "HOME": str(root)}
         self.log = open(root / "server.log", "wb")
         # A port picked here can be taken by another test before the server binds it: a server

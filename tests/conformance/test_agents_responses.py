@@ -244,3 +244,23 @@ def test_a_real_codex_answers_a_response_and_continues_it(make_server, tmp_path)
         assert FINAL in later and "And again?" in later, "the second response resumed the CLI's conversation"
     finally:
         model.stop()
+
+
+def test_read_only_refuses_a_response_with_the_sdk_s_permission_error_and_runs_nothing(make_server, tmp_path):
+    """Issue 31: a response starts a CLI, so it is process execution; ``read-only`` switches it off
+    even with the agents group on. The SDK raises its 403 error and no agent ran."""
+    server = make_server(args=["--preset", "read-only"], env=agents_env(tmp_path))
+    client = OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0, timeout=60)
+    work = tmp_path / "work"
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        client.responses.create(model="command", input="remember this")
+    assert refused.value.status_code == 403
+    assert "responses_create" in refused.value.response.text, refused.value.response.text
+    with pytest.raises(openai.PermissionDeniedError):
+        client.responses.create(model="command", input="and this", stream=True)
+    assert not (work / "memory.txt").exists(), "the agent never ran"
+    assert list(work.iterdir()) == []
+    sessions = tmp_path / "state" / "sessions"
+    assert not sessions.exists() or not any(sessions.iterdir()), "no session was created"
+    # What the preset leaves open still answers: the models list is a read.
+    assert [m.id for m in client.models.list()], "the read endpoints stay"

@@ -128,13 +128,16 @@ pub fn metadata_strict(raw: &Value, field: &str) -> Result<Map<String, Value>, A
     Ok(map.clone())
 }
 
-/// The workspace directory of `environment` (`/workspace` by default).
+/// The workspace of a session whose request names none (the reference's).
+pub const DEFAULT_WORKSPACE: &str = "/workspace";
+
+/// The workspace directory of `environment` ([`DEFAULT_WORKSPACE`] by default).
 ///
 /// # Errors
 /// 400 for a hosted or unknown environment type.
 pub fn workspace_of(body: &Map<String, Value>) -> Result<String, AgentError> {
     let env = match body.get("environment") {
-        None | Some(Value::Null) => return Ok("/workspace".into()),
+        None | Some(Value::Null) => return Ok(DEFAULT_WORKSPACE.into()),
         Some(Value::Object(env)) => env,
         Some(_) => return Err(config_error("environment: expected a mapping")),
     };
@@ -146,8 +149,8 @@ pub fn workspace_of(body: &Map<String, Value>) -> Result<String, AgentError> {
         _ => return Err(config_error("environment.type must be self_hosted or none")),
     }
     match env.get("workspace_directory") {
-        None | Some(Value::Null) => Ok("/workspace".into()),
-        Some(Value::String(s)) if s.is_empty() => Ok("/workspace".into()),
+        None | Some(Value::Null) => Ok(DEFAULT_WORKSPACE.into()),
+        Some(Value::String(s)) if s.is_empty() => Ok(DEFAULT_WORKSPACE.into()),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(config_error("environment.workspace_directory: expected a string")),
     }

@@ -1,9 +1,9 @@
 //! `/v1/agents/environments` (create, list, get), their files (write one,
 //! list) and the reduced templates (create, list, get, update, delete).
-//! Every path an environment writes or lists is admitted by the endpoint's
-//! path policy first, as the reference does (its directory is created only
-//! once they are: the reference creates it before asking); file work runs
-//! off the runtime.
+//! Every path an environment writes or lists, and its directory when it
+//! must be created, is admitted by the endpoint's path policy first (the
+//! reference creates the directory before asking, wherever it is); the
+//! writes then go through that same guard. File work runs off the runtime.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::{owner, page, runtime, AgentsError, ListQuery};
 use crate::agents::records::Stored;
 use crate::agents::resources::Environment;
-use crate::agents::workspace_files::list_files;
+use crate::agents::workspace_files::{list_files, workspace_missing};
 use crate::agents::{AgentError, Agents};
 use crate::api::agents::environments::{
     environment_file_object, environment_object, files_page, known_keys, parse_environment, parse_file,
@@ -101,10 +101,14 @@ pub async fn environments_create(
     agents.vaults().resolve(&owner, &new.vault_ids)?;
     let record = blocking(move || {
         let prepared = agents.resources.prepare_environment(&owner, new)?;
+        // A directory the environment would create is a write under the path rules.
+        if workspace_missing(&prepared.environment.workspace_directory) {
+            admit(&grant, &prepared.environment.root, Op::Write)?;
+        }
         for target in prepared.targets() {
             admit(&grant, &target, Op::Write)?;
         }
-        agents.resources.commit_environment(&owner, prepared).map_err(refuse)
+        agents.resources.commit_environment(&owner, prepared, &grant.guard()).map_err(refuse)
     })
     .await?;
     Ok(Json(environment_object(&record)))
@@ -154,7 +158,7 @@ pub async fn environment_files_create(
     let file = parse_file(&Value::Object(body), "file", agents.resources.max_file_bytes)?;
     let planned = blocking(move || {
         admit(&grant, &record.data.root.join(&file.rel), Op::Write)?;
-        agents.resources.add_environment_file(&owner, &record, &file).map_err(refuse)
+        agents.resources.add_environment_file(&owner, &record, &file, &grant.guard()).map_err(refuse)
     })
     .await?;
     Ok(Json(environment_file_object(&id, &planned.rel, planned.size, true)))
@@ -174,7 +178,7 @@ pub async fn environment_files_list(
     let rows = blocking(move || {
         let base = if prefix.is_empty() { root.clone() } else { root.join(&prefix) };
         admit(&grant, &base, Op::Read)?;
-        Ok(list_files(&root, &prefix))
+        Ok(list_files(&grant.guard(), &root, &prefix))
     })
     .await?;
     Ok(Json(files_page(&id, rows, &listing)))

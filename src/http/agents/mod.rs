@@ -9,6 +9,7 @@
 mod artifacts;
 mod definitions;
 mod environments;
+mod exec;
 mod files;
 mod models;
 mod response_stream;

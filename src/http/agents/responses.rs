@@ -14,6 +14,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::environments::Refusal;
+use super::exec::admit_cli;
 use super::response_stream::sse;
 use super::{owner, page, runtime, value_id, ListQuery, Result};
 use crate::agents::responses::{FoundResponse, ResponseRecord};
@@ -42,14 +44,15 @@ pub async fn responses_create(
     grant: Grant,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Response> {
+) -> std::result::Result<Response, Refusal> {
     let mut request = parse_create(&body)?;
     let agents = runtime(&app).await;
     let owner = owner(&grant);
     let found = match request.previous_response_id.clone() {
-        Some(previous) => continue_conversation(&agents, owner, &previous, &request)?,
+        Some(previous) => continue_conversation(&grant, &agents, &previous, &request)?,
         None => {
             let (new, record) = plan(&agents, owner, header(&headers, "x-abx-adapter"), &body, &mut request)?;
+            admit_cli(&grant, &agents, &new.spec)?;
             agents.start_response(new, record, turn_input(&request))?
         }
     };
@@ -100,13 +103,13 @@ fn new_record(request: &CreateRequest) -> ResponseRecord {
 
 /// A response on the session of `previous`, which must be its conversation's latest.
 fn continue_conversation(
+    grant: &Grant,
     agents: &Arc<Agents>,
-    owner: &str,
     previous: &Value,
     request: &CreateRequest,
-) -> Result<FoundResponse> {
+) -> std::result::Result<FoundResponse, Refusal> {
     let id = previous.as_str().map_or_else(|| crate::pyrepr::str_of(previous), str::to_string);
-    let previous = agents.response_at(owner, &id, "previous_response_id")?;
+    let previous = agents.response_at(owner(grant), &id, "previous_response_id")?;
     not_latest(
         &agents.latest_response(&previous.session),
         &id,
@@ -297,7 +300,7 @@ pub async fn responses_compact(
     State(app): State<AppState>,
     grant: Grant,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<Value>> {
+) -> std::result::Result<Json<Value>, Refusal> {
     if let Some(key) =
         body.keys().find(|k| !matches!(k.as_str(), "model" | "previous_response_id" | "adapter" | "runtime"))
     {
@@ -322,6 +325,7 @@ pub async fn responses_compact(
         return Err(AgentError::invalid_code(message, Some("model"), "agents.compact_unsupported").into());
     }
     not_latest(&agents.latest_response(&previous.session), id, "can be compacted")?;
+    admit_cli(&grant, &agents, &previous.session.spec())?;
     let turn = agents
         .submit(&previous.session, TurnInput { prompt: "/compress".into(), hidden: true, ..TurnInput::default() })?;
     let done = wait(&agents, FoundResponse { turn, ..previous }).await.turn;

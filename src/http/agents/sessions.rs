@@ -8,6 +8,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::{Map, Value};
 
+use super::environments::Refusal;
+use super::exec::admit_cli;
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
 use crate::agents::vaults::{record_bindings, Binding, ToolTarget};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
@@ -30,9 +32,10 @@ pub async fn sessions_create(
     grant: Grant,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<Json<SessionObject>> {
+) -> std::result::Result<Json<SessionObject>, Refusal> {
     let agents = runtime(&app).await;
     let new = plan(&agents, owner(&grant), header(&headers, "x-abx-adapter"), &body)?;
+    admit_cli(&grant, &agents, &new.spec)?;
     let metadata = requests::metadata_scalars(body.get("metadata"))?;
     let session = agents.create_session(NewSession { metadata, ..new })?;
     let prompt = requests::text_of(body.get("input").unwrap_or(&Value::Null));
@@ -215,7 +218,7 @@ pub async fn events_create(
     Path(id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Map<String, Value>>,
-) -> Result<StatusCode> {
+) -> std::result::Result<StatusCode, Refusal> {
     let agents = runtime(&app).await;
     let session = agents.session(owner(&grant), &id)?;
     let key = requests::idempotency_key(header(&headers, "idempotency-key"))?;
@@ -230,6 +233,7 @@ pub async fn events_create(
         agents.cancel_active(&session);
     }
     if !prompt.is_empty() {
+        admit_cli(&grant, &agents, &session.spec())?;
         agents.submit(&session, TurnInput { prompt, ..TurnInput::default() }).map_err(AgentsError)?;
     }
     if let Some(key) = &key {
