@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use crate::config::{Config, Options};
+use crate::endpoints::Power;
 use crate::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use crate::server;
 
@@ -95,9 +96,6 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     }
 }
 
-/// Scopes of the endpoints that start programs in the sandbox.
-const RUNS_PROGRAMS: [&str; 5] = ["process:run", "terminal:use", "agents:use", "devtools:run", "commands:run"];
-
 /// Every child runs as the daemon's user, so identities that may each start
 /// programs can read each other's children (an agent CLI's vault tokens in
 /// `/proc/<pid>/environ`, the files they write): said when two or more
@@ -106,7 +104,7 @@ fn shared_user_warning(engine: &PolicyEngine) -> Option<String> {
     let starts_programs: Vec<&EffectiveRule> = engine
         .rules()
         .iter()
-        .filter(|r| r.enabled && r.scopes.iter().any(|s| RUNS_PROGRAMS.contains(&s.as_str())))
+        .filter(|r| r.enabled && (r.endpoint.runs_programs() || r.endpoint.has(Power::RunsRegistered)))
         .collect();
     let runners: Vec<&str> = engine
         .authenticator()
