@@ -39,9 +39,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # ---- runtime -----------------------------------------------------------------
 FROM ${RUNTIME_IMAGE} AS runtime
 # /etc/agent-sandbox holds server.toml and server-policy.json when a template
-# adds them (both are read at start when present).
+# adds them (both are read at start when present). The agents group's state
+# (webhook secrets, environment values, session journals) lives outside the
+# base directory (/home/user), so no file endpoint's root contains it.
 RUN useradd --create-home --home-dir /home/user --uid 1000 --user-group --shell /bin/bash user \
-    && mkdir -p /etc/agent-sandbox
+    && mkdir -p /etc/agent-sandbox \
+    && install -d -o 1000 -g 1000 -m 0700 /var/lib/agent-sandbox /var/lib/agent-sandbox/agents
 COPY --from=build /out/agent-sandbox-server /usr/local/bin/agent-sandbox-server
 
 LABEL org.opencontainers.image.title="agent-sandbox-server" \
@@ -51,7 +54,8 @@ LABEL org.opencontainers.image.title="agent-sandbox-server" \
 # Numeric, so Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 1000:1000
 WORKDIR /home/user
-ENV HOME=/home/user
+ENV HOME=/home/user \
+    ABX_AGENTS_STATE_DIR=/var/lib/agent-sandbox/agents
 
 # 9000: HTTP API; 9001: PTY WebSocket; 49983: envd data plane (E2B SDK); 49999: code interpreter.
 EXPOSE 9000 9001 49983 49999
