@@ -13,12 +13,14 @@
 //!   (OS pids), viewed by both planes; ownership, retention and limits.
 //! - [`table`]: background processes (`/process/*`), the native plane's
 //!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
-//! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
+//! - [`output`]: UTF-8-safe chunking and line splitting.
+//! - [`capture`]: the bounded output log, lossless under attached subscribers.
 //! - Command lines are split shell-style by [`crate::codec::shlex`], which
 //!   the client shares.
 //!
 //! Nothing here knows about HTTP.
 
+pub mod capture;
 pub mod exec;
 pub mod output;
 pub mod reaper;

@@ -294,7 +294,9 @@ fn stdin_bytes(request: &StdinRequest) -> Result<Vec<u8>, ProcessError> {
     }
 }
 
-/// Copies a child's pipe into its capture until EOF, whether or not anyone reads.
+/// Copies a child's pipe into its capture until EOF, whether or not anyone
+/// reads; while a subscriber holds the capture back, it stops reading, so
+/// the pipe fills and the child blocks on its writes.
 pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Capture>) {
     let Some(mut pipe) = fd.and_then(|fd| receiver(fd).ok()) else {
         capture.close_stream();
@@ -306,10 +308,10 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
         loop {
             match pipe.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))),
+                Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))).await,
             }
         }
-        capture.push(stream, Bytes::from(chunker.finish_bytes()));
+        capture.push(stream, Bytes::from(chunker.finish_bytes())).await;
         capture.close_stream();
     });
 }
