@@ -129,6 +129,17 @@ impl Release {
     }
 }
 
+/// Why a subscription cannot move to a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SeekError {
+    /// The position is past the output produced so far.
+    #[error("the position is past the output produced so far")]
+    Future,
+    /// The position does not match this output.
+    #[error("the position does not match this output")]
+    Mismatch,
+}
+
 /// What a subscription reads at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch {
@@ -414,6 +425,32 @@ impl Subscription {
         batch
     }
 
+    /// Moves its cursor to event `cursor`, which starts at byte `offset` of
+    /// the output (a resume: back to output still held, or to evicted
+    /// output, which the next read reports lost).
+    ///
+    /// # Errors
+    /// [`SeekError`] for a position past the output, or one that does not
+    /// match the output still held.
+    pub fn seek(&self, cursor: u64, offset: u64) -> Result<(), SeekError> {
+        {
+            let mut ring = self.capture.lock();
+            let first = ring.first_seq();
+            if cursor > ring.next_seq || offset > ring.next_offset {
+                return Err(SeekError::Future);
+            }
+            let held_offset = ring.offset_of(cursor);
+            if (cursor >= first && held_offset != offset) || (cursor < first && offset > ring.offset_of(first)) {
+                return Err(SeekError::Mismatch);
+            }
+            let Some(holder) = ring.holders.get_mut(&self.id) else { return Ok(()) };
+            (holder.cursor, holder.offset) = (cursor, offset);
+            holder.last_progress = Instant::now();
+        }
+        self.capture.progressed.notify_waiters();
+        Ok(())
+    }
+
     /// Waits until there is something beyond its cursor, or every stream has ended.
     pub async fn wait(&self) {
         let cursor = self.capture.lock().holders.get(&self.id).map_or(u64::MAX, |h| h.cursor);
@@ -577,6 +614,27 @@ mod tests {
         assert_eq!(batch.lost.events + batch.events.len() as u64, 40, "what it gets plus what it lost is everything");
         assert_eq!(batch.lost.bytes, batch.lost.events * 4);
         assert_eq!(batch.events.first().map(|e| e.seq), Some(batch.lost.events));
+    }
+
+    #[tokio::test]
+    async fn a_subscription_seeks_back_to_held_output_or_reports_the_gap() {
+        let capture = Arc::new(Capture::new(2 * (EVENT_OVERHEAD + 4), 1));
+        for i in 0..4 {
+            capture.push(Stream::Stdout, chunk(i)).await;
+        }
+        let reader = capture.subscribe();
+        assert_eq!(reader.seek(5, 20), Err(SeekError::Future));
+        assert_eq!(reader.seek(3, 13), Err(SeekError::Mismatch), "event 3 starts at byte 12");
+        assert_eq!(reader.seek(1, 9), Err(SeekError::Mismatch), "before the held output, but past its start");
+        reader.seek(3, 12).expect("held");
+        let batch = reader.read(1 << 20);
+        assert_eq!((batch.lost, batch.events.len()), (Lost::default(), 1));
+        reader.seek(1, 4).expect("evicted");
+        let batch = reader.read(1 << 20);
+        assert_eq!(batch.lost, Lost { events: 1, bytes: 4 });
+        assert_eq!(batch.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+        reader.seek(4, 16).expect("the end");
+        assert!(reader.read(1 << 20).events.is_empty());
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@
 //!   exit of the program ends the run) and the one kill guard; used by
 //!   `/shell`, registered commands, `/code/run`, git and system probes.
 //! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
+//! - [`stream_runs`]: `/shell/stream` runs a client can resume (`Last-Event-ID`).
 //! - [`registry`]: the one registry of processes clients address by pid
 //!   (OS pids), viewed by both planes; ownership, retention and limits.
 //! - [`table`]: background processes (`/process/*`), the native plane's
@@ -27,6 +28,7 @@ pub mod reaper;
 pub mod registry;
 pub mod run;
 pub mod runner;
+pub mod stream_runs;
 pub mod table;
 
 use std::io;

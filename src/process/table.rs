@@ -20,6 +20,7 @@ use super::output::{Capture, Stream};
 use super::reaper::SignalError;
 use super::registry::{Entry, Registry, Slot};
 use super::runner::KILL_GRACE;
+use super::stream_runs::StreamRuns;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
 use crate::codec::utf8::Utf8Decoder;
@@ -58,6 +59,7 @@ fn info(record: &Record) -> ProcessInfo {
 #[derive(Clone, Debug, Default)]
 pub struct Processes {
     registry: Registry,
+    streams: Arc<StreamRuns>,
 }
 
 fn unix_now() -> f64 {
@@ -73,6 +75,11 @@ impl Processes {
     /// The daemon's registry this plane views (envd's plane views it too).
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The `/shell/stream` runs a client may resume.
+    pub fn streams(&self) -> &Arc<StreamRuns> {
+        &self.streams
     }
 
     /// `POST /process/start`: starts `spec` in the background for `owner`
