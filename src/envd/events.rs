@@ -1,16 +1,17 @@
 //! The event streams of a process, as `Start` and `Connect` send them:
 //! `start`, the output still held, live output, then `end`, with exits
-//! described as envd (Go's `ProcessState`) describes them.
-
-use std::collections::VecDeque;
-use std::sync::Arc;
+//! described as envd (Go's `ProcessState`) describes them. A stream that
+//! lost output ends with a [`Delivery::Truncated`] marker instead of `end`
+//! (the edge sends it as a Connect `data_loss` error).
 
 use futures_util::Stream;
 use nix::sys::signal::Signal;
+use std::collections::VecDeque;
 use tokio::sync::watch;
 
 use crate::api::envd::process::{EndEvent, Output, ProcessEvent};
-use crate::process::output::{Capture, Stream as Pipe};
+use crate::process::capture::{Lost, Release, Subscription};
+use crate::process::output::Stream as Pipe;
 use crate::process::ExitStatus;
 use crate::pty::Update;
 
@@ -51,20 +52,49 @@ fn signal_name(signal: i32) -> String {
     name.to_string()
 }
 
-/// Output from the capture, from its oldest held event, then the end.
-pub fn pipe_events(output: Arc<Capture>, end: watch::Receiver<Option<EndEvent>>) -> impl Stream<Item = ProcessEvent> {
-    let state = (output, end, 0u64, VecDeque::new(), false);
-    futures_util::stream::unfold(state, |(output, mut end, mut cursor, mut pending, done)| async move {
+/// What a process stream carries: an event, or the loss marker that ends
+/// the stream in place of `end` when output did not reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// An event to send.
+    Event(ProcessEvent),
+    /// Output was lost: what, why, and how the process ended. Sent last.
+    Truncated(String),
+}
+
+/// Most output bytes read from the capture at once (one batch of events).
+const READ_BATCH: usize = 256 * 1024;
+
+/// Why `lost` output did not reach a subscription, and how the process ended.
+fn loss_report(lost: Lost, released: Option<Release>, end: &EndEvent) -> String {
+    let why = match released {
+        Some(release) => format!("this stream stopped holding the process back: {}", release.describe()),
+        None => format!(
+            "it left the {} MiB replay buffer before this stream read it",
+            crate::envd::processes::REPLAY_BYTES >> 20
+        ),
+    };
+    format!(
+        "{} bytes of output ({} events) were lost: {why}; the process ended with {}",
+        lost.bytes, lost.events, end.status
+    )
+}
+
+/// Output from the subscription (from the first event of the output), then
+/// the end once the process ended and its output is drained; the end is
+/// replaced by a [`Delivery::Truncated`] marker when anything was lost.
+pub fn pipe_events(output: Subscription, end: watch::Receiver<Option<EndEvent>>) -> impl Stream<Item = Delivery> {
+    let state = (output, end, VecDeque::new(), false);
+    futures_util::stream::unfold(state, |(output, mut end, mut pending, done)| async move {
         if done {
             return None;
         }
         loop {
             if let Some(event) = pending.pop_front() {
-                return Some((event, (output, end, cursor, pending, false)));
+                return Some((Delivery::Event(event), (output, end, pending, false)));
             }
             let finished = end.borrow_and_update().clone();
-            let read = output.read(cursor);
-            cursor = read.next;
+            let read = output.read(READ_BATCH);
             pending.extend(read.events.into_iter().map(|e| {
                 let bytes = e.bytes.to_vec();
                 ProcessEvent::Data(match e.stream {
@@ -76,11 +106,17 @@ pub fn pipe_events(output: Arc<Capture>, end: watch::Receiver<Option<EndEvent>>)
                 continue;
             }
             if let Some(event) = finished {
-                return Some((ProcessEvent::End(event), (output, end, cursor, pending, true)));
+                let lost = output.lost();
+                let last = if lost.is_none() {
+                    Delivery::Event(ProcessEvent::End(event))
+                } else {
+                    Delivery::Truncated(loss_report(lost, output.released(), &event))
+                };
+                return Some((last, (output, end, pending, true)));
             }
-            if output.position().1 {
+            if read.open {
                 tokio::select! {
-                    () = output.wait_beyond(cursor) => {}
+                    () = output.wait() => {}
                     _ = end.changed() => {}
                 }
             } else if end.changed().await.is_err() {
@@ -92,16 +128,17 @@ pub fn pipe_events(output: Arc<Capture>, end: watch::Receiver<Option<EndEvent>>)
 }
 
 /// A terminal's scrollback, then live output, then the end.
-pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item = ProcessEvent> {
+pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item = Delivery> {
     futures_util::stream::unfold(Some(attachment), |attachment| async move {
         let mut attachment = attachment?;
         loop {
             match attachment.next().await {
                 Update::Output { text, .. } if text.is_empty() => {}
                 Update::Output { text, .. } => {
-                    return Some((ProcessEvent::Data(Output::Pty(text.into_bytes())), Some(attachment)))
+                    let data = ProcessEvent::Data(Output::Pty(text.into_bytes()));
+                    return Some((Delivery::Event(data), Some(attachment)));
                 }
-                Update::Exited(exit) => return Some((ProcessEvent::End(end_event(exit)), None)),
+                Update::Exited(exit) => return Some((Delivery::Event(ProcessEvent::End(end_event(exit))), None)),
             }
         }
     })

@@ -7,10 +7,14 @@
 //!
 //! Output is read whether or not anyone listens, into a bounded replay
 //! buffer ([`Capture`], [`REPLAY_BYTES`]; a terminal's scrollback for
-//! terminals): every stream (`Start`, and each `Connect`) replays what is
-//! still held, then follows live output. A subscriber reads at its own
-//! cursor: a slow or vanished one never blocks the process or another
-//! subscriber; one that falls behind the buffer loses the oldest output.
+//! terminals): every stream (`Start`, and each `Connect`) replays from the
+//! first byte still held, then follows live output. A pipe stream is an
+//! attached subscriber ([`crate::process::capture`]): the buffer does not
+//! evict what it has not read, the process waits instead, until the
+//! subscriber reads or is released (slower than another reader, or
+//! stalled; see the bounds there). A stream that lost output (released, or
+//! attached after the buffer moved on) ends with a loss marker that says
+//! how many bytes and events, never with a clean `end`.
 //!
 //! Lifetime: a process runs until it exits or is signalled. A `lifetime`
 //! (the `Connect-Timeout-Ms` of its `Start`, as envd does) kills its whole
@@ -30,11 +34,12 @@ use tokio::net::unix::pipe;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{end_event, pipe_events, terminal_events};
+use super::events::{end_event, pipe_events, terminal_events, Delivery};
 use super::EnvdError;
 use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use crate::policy::Viewer;
-use crate::process::output::{Capture, Stream as Pipe};
+use crate::process::capture::{Capture, Subscription};
+use crate::process::output::Stream as Pipe;
 use crate::process::registry::{Entry, Registry, Slot};
 #[cfg(doc)]
 use crate::process::registry::{MAX_EXITED, RETAIN_EXITED_FOR};
@@ -43,7 +48,8 @@ use crate::pty::{Lease, Session, Update};
 
 /// Output of a process kept for replay, bytes.
 pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
-/// How long output may still arrive after the exit (a background child holding the pipes).
+/// How long output may still arrive after the exit (a background child
+/// holding the pipes), unless a subscriber is still reading queued output.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// Longest a write to a stdin nobody reads may wait.
 const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +57,13 @@ const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// What a started process reads and writes through.
 enum Io {
     /// Pipes: stdin (unless `/dev/null` or closed) and the output capture.
-    Pipes { job: Job, stdin: tokio::sync::Mutex<Option<pipe::Sender>>, output: Arc<Capture> },
+    Pipes {
+        job: Job,
+        stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+        output: Arc<Capture>,
+        /// The `Start`'s subscription, attached before the pipes were read.
+        first: std::sync::Mutex<Option<Subscription>>,
+    },
     /// A terminal session.
     Terminal { session: Arc<Session> },
 }
@@ -200,14 +212,20 @@ impl Entry<Detail> {
         Ok(())
     }
 
-    /// Its events: `start`, the output still held, live output, and `end`.
-    pub fn events(self: &Arc<Self>) -> impl Stream<Item = ProcessEvent> + Send + 'static {
+    /// Its events: `start`, the output still held, live output, and `end`
+    /// (or the loss marker). The first call gets the subscription attached
+    /// at the start, so a `Start` stream sees the output from its first byte.
+    pub fn events(self: &Arc<Self>) -> impl Stream<Item = Delivery> + Send + 'static {
         let start = futures_util::stream::once({
             let pid = self.os_pid();
-            async move { ProcessEvent::Start(StartEvent { pid }) }
+            async move { Delivery::Event(ProcessEvent::Start(StartEvent { pid })) }
         });
-        let rest: std::pin::Pin<Box<dyn Stream<Item = ProcessEvent> + Send>> = match &self.io {
-            Io::Pipes { output, .. } => Box::pin(pipe_events(Arc::clone(output), self.end.subscribe())),
+        let rest: std::pin::Pin<Box<dyn Stream<Item = Delivery> + Send>> = match &self.io {
+            Io::Pipes { output, first, .. } => {
+                let first = first.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                let subscription = first.unwrap_or_else(|| output.subscribe());
+                Box::pin(pipe_events(subscription, self.end.subscribe()))
+            }
             Io::Terminal { session } => Box::pin(terminal_events(session.attach_lossy())),
         };
         futures_util::StreamExt::chain(start, rest)
@@ -349,13 +367,31 @@ fn start_pipes(spec: &ExecSpec, stdin: bool) -> Result<(i32, Io), EnvdError> {
         None => None,
     };
     let output = Arc::new(Capture::new(REPLAY_BYTES, 2));
+    let first = std::sync::Mutex::new(Some(output.subscribe()));
     for (fd, stream) in [
         (spawned.stdout.map(std::os::fd::OwnedFd::from), Pipe::Stdout),
         (spawned.stderr.map(std::os::fd::OwnedFd::from), Pipe::Stderr),
     ] {
         crate::process::table::pump(fd, stream, Arc::clone(&output));
     }
-    Ok((spawned.job.pid(), Io::Pipes { job: spawned.job, stdin: tokio::sync::Mutex::new(stdin), output }))
+    let stdin = tokio::sync::Mutex::new(stdin);
+    Ok((spawned.job.pid(), Io::Pipes { job: spawned.job, stdin, output, first }))
+}
+
+/// Waits until the output is drained: both pipes closed, or a quiet
+/// [`DRAIN_GRACE`] (a background child holding them) at whose end no
+/// subscriber holds the writer back (output still queued is drained first).
+async fn drain(output: &Capture) {
+    loop {
+        let closed = async {
+            while output.position().1 {
+                output.wait_beyond(u64::MAX).await;
+            }
+        };
+        if tokio::time::timeout(DRAIN_GRACE, closed).await.is_ok() || !output.writer_waiting() {
+            return;
+        }
+    }
 }
 
 /// Kills the process when its lifetime passes, waits for its exit and its
@@ -380,12 +416,7 @@ async fn watch_exit(process: Arc<Process>, lifetime: Option<Duration>, shutdown:
                 }
                 () = shutdown.cancelled() => job.terminate(Duration::from_secs(1)).await,
             };
-            let drained = async {
-                while output.position().1 {
-                    output.wait_beyond(u64::MAX).await;
-                }
-            };
-            let _ = tokio::time::timeout(DRAIN_GRACE, drained).await;
+            drain(output).await;
             status
         }
         Io::Terminal { session } => {

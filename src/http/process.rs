@@ -1,15 +1,17 @@
 //! Handlers of the process group: `/shell`, `/shell/stream`, `/process/*`.
 //!
 //! Each extracts, calls `process`, and maps the result; `/shell/stream`
-//! answers server-sent events with keep-alive comments. A client that
-//! disconnects from `/shell/stream` has its command's process group
-//! terminated (SIGTERM, then SIGKILL after a grace).
+//! answers server-sent events with keep-alive comments and, on line
+//! events, ids a client resumes from with `Last-Event-ID`. A client that
+//! disconnects from `/shell/stream` and does not resume within the grace
+//! has its command's process group terminated (SIGTERM, then SIGKILL).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
@@ -27,7 +29,9 @@ use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{owner, Grant, LimitValue, Viewer};
 use crate::process::exec::{CommandLine, ExecInput};
+use crate::process::output::Stream;
 use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
+use crate::process::stream_runs::{Cursor, Delivery};
 use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
 use crate::pyrepr;
 
@@ -117,20 +121,63 @@ fn sse(event: &ShellEvent) -> Event {
     Event::default().event(event.name()).data(event.data().to_string())
 }
 
-/// `POST /shell/stream`: run and stream line events.
+/// One item of a run as an SSE event: lines carry their resume id.
+fn sse_of(delivery: Delivery) -> Event {
+    match delivery {
+        Delivery::Line { stream, data, id } => {
+            let data = String::from_utf8_lossy(&data).into_owned();
+            let event = match stream {
+                Stream::Stdout => ShellEvent::Stdout { data },
+                Stream::Stderr => ShellEvent::Stderr { data },
+            };
+            sse(&event).id(id.to_string())
+        }
+        Delivery::Gap(lost) => Event::default()
+            .event("gap")
+            .data(serde_json::json!({"events": lost.events, "bytes": lost.bytes}).to_string()),
+        Delivery::Closing(event) => sse(&event),
+    }
+}
+
+/// The `Last-Event-ID` header, if any.
+fn resume_cursor(headers: &HeaderMap) -> Result<Option<Cursor>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else { return Ok(None) };
+    let text = value.to_str().map_err(|_| ApiError::bad_request("Invalid Last-Event-ID"))?;
+    Cursor::parse(text).map(Some).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// `POST /shell/stream`: run and stream line events; with `Last-Event-ID`
+/// (ours), resume the run that id belongs to after it instead.
 pub async fn shell_stream(
     State(app): State<AppState>,
     grant: Grant,
+    headers: HeaderMap,
     JsonBody(request): JsonBody<ExecRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = grant.endpoint().id;
-    let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let slot = app.processes.registry().reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
-    let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
-    let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
-    let events = run::stream(spec, max_output, app.shutdown.clone(), move || drop(slot));
-    let body = futures_util::stream::unfold(events, |mut events| async move {
-        events.recv().await.map(|event| (Ok::<_, Infallible>(sse(&event)), events))
+    let attached = match resume_cursor(&headers)? {
+        Some(cursor) => {
+            let run = app.processes.streams().find(cursor, &viewer(&grant));
+            run.and_then(|run| run.attach(Some(cursor))).map_err(|e| ApiError::bad_request(e.to_string()))?
+        }
+        None => {
+            let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
+            let slot = app.processes.registry().reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
+            let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
+            let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
+            let streams = Arc::clone(app.processes.streams());
+            let run = streams.create(&viewer(&grant));
+            let attached = run.attach(None).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let retired = Arc::clone(&run);
+            run::stream_into(run, spec, max_output, app.shutdown.clone(), move || {
+                drop(slot);
+                streams.retire(retired);
+            });
+            attached
+        }
+    };
+    let body = futures_util::stream::unfold(attached, |mut attached| async move {
+        attached.next().await.map(|item| (Ok::<_, Infallible>(sse_of(item)), attached))
     });
     Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)))
 }

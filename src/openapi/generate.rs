@@ -245,6 +245,7 @@ fn content(content: Content, generator: &mut SchemaGenerator) -> Value {
             "type": "object",
             "properties": {
                 "event": {"enum": names},
+                "id": {"type": "string"},
                 "data": {"type": "string", "contentMediaType": "application/json"},
             },
             "required": ["event", "data"],

@@ -227,8 +227,10 @@ pub fn shape(id: &str) -> Option<Shape> {
         "shell_stream" => Shape::new(
             Some(json::<ExecRequest>()),
             Content::Events(
-                &["stdout", "stderr", "exit", "error"],
-                "`stdout` and `stderr` {data} per line, then `exit` {exit_code}, or `error` {error}",
+                &["stdout", "stderr", "exit", "error", "gap"],
+                "`stdout` and `stderr` {data} per line, each with an `id`, then `exit` {exit_code}, or `error` {error}; \
+                 the same request with a `Last-Event-ID` header resumes the stream after that id (a `gap` {events, bytes} \
+                 first when lines after it are no longer held; 400 for an id of no stream of the caller's, or past its output)",
             ),
         ),
         "process_start" => post::<ExecRequest, Started>().links(PROCESS_LINKS),

@@ -9,22 +9,26 @@
 //!   exit of the program ends the run) and the one kill guard; used by
 //!   `/shell`, registered commands, `/code/run`, git and system probes.
 //! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
+//! - [`stream_runs`]: `/shell/stream` runs a client can resume (`Last-Event-ID`).
 //! - [`registry`]: the one registry of processes clients address by pid
 //!   (OS pids), viewed by both planes; ownership, retention and limits.
 //! - [`table`]: background processes (`/process/*`), the native plane's
 //!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
-//! - [`output`]: UTF-8-safe chunking, line splitting, the output capture.
+//! - [`output`]: UTF-8-safe chunking and line splitting.
+//! - [`capture`]: the bounded output log, lossless under attached subscribers.
 //! - Command lines are split shell-style by [`crate::codec::shlex`], which
 //!   the client shares.
 //!
 //! Nothing here knows about HTTP.
 
+pub mod capture;
 pub mod exec;
 pub mod output;
 pub mod reaper;
 pub mod registry;
 pub mod run;
 pub mod runner;
+pub mod stream_runs;
 pub mod table;
 
 use std::io;

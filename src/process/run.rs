@@ -3,16 +3,19 @@
 //! Both spawn into a fresh process group with stdin on `/dev/null`. The
 //! timeout is a wall-clock deadline: SIGTERM to the whole group, SIGKILL
 //! after [`KILL_GRACE`], so a chatty command and its descendants all end.
-//! A run whose caller goes away (the request is dropped, the stream's client
-//! disconnects) has its group terminated the same way.
+//! A run whose caller goes away (the request is dropped; the stream's client
+//! disconnects and does not resume within [`RESUME_GRACE`]) has its group
+//! terminated the same way.
 //!
 //! `/shell` keeps at most `max_output_bytes` of each stream (default
 //! [`DEFAULT_SHELL_OUTPUT_BYTES`]) and drains the rest, so the child never
-//! blocks and memory stays flat. `/shell/stream` reads lines through bounded
-//! channels: a slow client fills the pipe and pauses the child, nothing is
-//! dropped, and memory stays flat.
+//! blocks and memory stays flat. `/shell/stream` reads lines into a
+//! resumable run ([`super::stream_runs`]): a slow or absent client fills
+//! the pipe and pauses the child, nothing is dropped, and memory stays
+//! bounded.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -24,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 use super::output::{LineSplitter, Stream};
 pub use super::runner::KILL_GRACE;
 use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
+#[cfg(doc)]
+use super::stream_runs::RESUME_GRACE;
+use super::stream_runs::{Delivery, StreamRun};
 use super::{format_g, receiver, spawn, ExecSpec, ExitStatus, ProcessError};
 use crate::api::process::{ShellEvent, ShellResult};
 
@@ -102,9 +108,25 @@ enum Cut {
     Shutdown,
 }
 
-/// `POST /shell/stream`: starts `spec` and returns its events; the last is
-/// `exit` (or a lone `error` when it cannot start). Dropping the receiver
-/// terminates the process group.
+/// `POST /shell/stream`: starts `spec`, its events going to `run`; the
+/// last is `exit` (or a lone `error` when it cannot start). A run no
+/// connection is attached to for its grace ([`RESUME_GRACE`] for a
+/// resumable one) has its group terminated.
+pub fn stream_into(
+    run: Arc<StreamRun>,
+    spec: ExecSpec,
+    max_output: Option<usize>,
+    shutdown: CancellationToken,
+    on_end: impl FnOnce() + Send + 'static,
+) {
+    tokio::spawn(async move {
+        drive(&run, spec, max_output, shutdown).await;
+        on_end();
+    });
+}
+
+/// Starts `spec` and returns its events, the last `exit` (or a lone
+/// `error`); dropping the receiver terminates the process group at once.
 pub fn stream(
     spec: ExecSpec,
     max_output: Option<usize>,
@@ -112,9 +134,33 @@ pub fn stream(
     on_end: impl FnOnce() + Send + 'static,
 ) -> mpsc::Receiver<ShellEvent> {
     let (tx, rx) = mpsc::channel(32);
+    let run = StreamRun::unlisted(Duration::ZERO);
+    let mut attached = run.attach(None).ok();
+    stream_into(run, spec, max_output, shutdown, on_end);
     tokio::spawn(async move {
-        drive(spec, max_output, shutdown, tx).await;
-        on_end();
+        let Some(attached) = attached.as_mut() else { return };
+        loop {
+            let next = tokio::select! {
+                next = attached.next() => next,
+                () = tx.closed() => return,
+            };
+            let event = match next {
+                None => return,
+                Some(Delivery::Line { stream, data, .. }) => {
+                    let data = String::from_utf8_lossy(&data).into_owned();
+                    match stream {
+                        Stream::Stdout => ShellEvent::Stdout { data },
+                        Stream::Stderr => ShellEvent::Stderr { data },
+                    }
+                }
+                Some(Delivery::Closing(event)) => event,
+                // Nothing is evicted under its one connection, which never seeks.
+                Some(Delivery::Gap(_)) => continue,
+            };
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
     });
     rx
 }
@@ -149,14 +195,16 @@ fn start_reader(
     }))
 }
 
-async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: CancellationToken, tx: mpsc::Sender<ShellEvent>) {
+async fn drive(run: &StreamRun, spec: ExecSpec, max_output: Option<usize>, shutdown: CancellationToken) {
     let spawned = match spawn(&spec, Stdio::null(), Stdio::piped(), Stdio::piped()) {
         Ok(spawned) => spawned,
         Err(e) => {
-            let _ = tx.send(ShellEvent::Error { error: e.to_string() }).await;
+            run.finish(vec![ShellEvent::Error { error: e.to_string() }]);
             return;
         }
     };
+    let abandoned = run.abandoned();
+    tokio::pin!(abandoned);
     let job = spawned.job;
     let mut guard = KillOnDrop::new(job.clone(), KILL_GRACE);
     let (line_tx, mut lines) = mpsc::channel(64);
@@ -182,25 +230,21 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
         loop {
             let next = tokio::select! {
                 biased;
-                () = tx.closed() => return Err(Cut::Disconnected),
+                () = &mut abandoned => return Err(Cut::Disconnected),
                 () = shutdown.cancelled() => return Err(Cut::Shutdown),
                 () = &mut deadline => return Err(Cut::Timeout),
                 next = lines.recv() => next,
             };
             let Some((stream, bytes)) = next else { break };
-            let data = String::from_utf8_lossy(&bytes).into_owned();
             // Counted in characters plus the newline, as the reference.
-            emitted += data.chars().count() + 1;
+            emitted += String::from_utf8_lossy(&bytes).chars().count() + 1;
             if max_output.is_some_and(|limit| emitted > limit) {
                 return Err(Cut::OutputLimit);
             }
-            let event = match stream {
-                Stream::Stdout => ShellEvent::Stdout { data },
-                Stream::Stderr => ShellEvent::Stderr { data },
-            };
             tokio::select! {
                 biased;
-                sent = tx.send(event) => sent.map_err(|_| Cut::Disconnected)?,
+                () = run.push_line(stream, bytes) => {}
+                () = &mut abandoned => return Err(Cut::Disconnected),
                 () = shutdown.cancelled() => return Err(Cut::Shutdown),
                 () = &mut deadline => return Err(Cut::Timeout),
             }
@@ -208,7 +252,7 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
         tokio::select! {
             biased;
             status = job.exited() => Ok(status),
-            () = tx.closed() => Err(Cut::Disconnected),
+            () = &mut abandoned => Err(Cut::Disconnected),
             () = shutdown.cancelled() => Err(Cut::Shutdown),
             () = &mut deadline => Err(Cut::Timeout),
         }
@@ -235,8 +279,10 @@ async fn drive(spec: ExecSpec, max_output: Option<usize>, shutdown: Cancellation
     for reader in readers {
         reader.abort();
     }
+    let mut closing = Vec::new();
     if let Some(error) = error.filter(|e| !e.is_empty()) {
-        let _ = tx.send(ShellEvent::Error { error: error.to_string() }).await;
+        closing.push(ShellEvent::Error { error: error.to_string() });
     }
-    let _ = tx.send(ShellEvent::Exit { exit_code: status.code() }).await;
+    closing.push(ShellEvent::Exit { exit_code: status.code() });
+    run.finish(closing);
 }

@@ -20,6 +20,7 @@ use super::output::{Capture, Stream};
 use super::reaper::SignalError;
 use super::registry::{Entry, Registry, Slot};
 use super::runner::KILL_GRACE;
+use super::stream_runs::StreamRuns;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
 use crate::codec::utf8::Utf8Decoder;
@@ -58,6 +59,7 @@ fn info(record: &Record) -> ProcessInfo {
 #[derive(Clone, Debug, Default)]
 pub struct Processes {
     registry: Registry,
+    streams: Arc<StreamRuns>,
 }
 
 fn unix_now() -> f64 {
@@ -73,6 +75,11 @@ impl Processes {
     /// The daemon's registry this plane views (envd's plane views it too).
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The `/shell/stream` runs a client may resume.
+    pub fn streams(&self) -> &Arc<StreamRuns> {
+        &self.streams
     }
 
     /// `POST /process/start`: starts `spec` in the background for `owner`
@@ -294,7 +301,9 @@ fn stdin_bytes(request: &StdinRequest) -> Result<Vec<u8>, ProcessError> {
     }
 }
 
-/// Copies a child's pipe into its capture until EOF, whether or not anyone reads.
+/// Copies a child's pipe into its capture until EOF, whether or not anyone
+/// reads; while a subscriber holds the capture back, it stops reading, so
+/// the pipe fills and the child blocks on its writes.
 pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Capture>) {
     let Some(mut pipe) = fd.and_then(|fd| receiver(fd).ok()) else {
         capture.close_stream();
@@ -306,10 +315,10 @@ pub fn pump(fd: Option<std::os::fd::OwnedFd>, stream: Stream, capture: Arc<Captu
         loop {
             match pipe.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))),
+                Ok(n) => capture.push(stream, Bytes::from(chunker.push(&chunk[..n]))).await,
             }
         }
-        capture.push(stream, Bytes::from(chunker.finish_bytes()));
+        capture.push(stream, Bytes::from(chunker.finish_bytes())).await;
         capture.close_stream();
     });
 }

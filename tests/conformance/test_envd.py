@@ -318,6 +318,37 @@ def test_output_made_while_nobody_listens_is_replayed_on_connect(sandbox):
     assert again.stdout == "one\nthree\n", "an ended process stays reachable"
 
 
+def test_a_slowly_read_large_output_returns_every_byte(sandbox):
+    """20 MB read by a deliberately slow reader: the stdout the SDK returns
+    has the checksum computed inside the sandbox (the process waits for the
+    reader rather than the daemon dropping what it has not read)."""
+    _, sbx = sandbox
+    received = 0
+
+    def slow(chunk: str) -> None:
+        nonlocal received
+        if received == 0:
+            time.sleep(1.0)  # the process writes far more than the replay buffer meanwhile
+        elif received // MIB != (received + len(chunk)) // MIB:
+            time.sleep(0.02)
+        received += len(chunk)
+
+    result = sbx.commands.run("seq 1 3000000; seq 1 3000000 | sha256sum >&2", on_stdout=slow, timeout=120)
+    assert result.exit_code == 0
+    assert len(result.stdout) == 22888896
+    assert hashlib.sha256(result.stdout.encode()).hexdigest() == result.stderr.split()[0]
+
+
+def test_a_connect_after_the_buffer_moved_on_raises_data_loss(sandbox):
+    _, sbx = sandbox
+    handle = sbx.commands.run("seq 1 1000000", background=True)
+    assert len(handle.wait().stdout) == 6888896
+    with pytest.raises(sdk_of(sbx).SandboxException) as lost:
+        sbx.commands.connect(handle.pid).wait()
+    assert "data_loss" in str(lost.value).lower() and " bytes of output (" in str(lost.value), str(lost.value)
+    assert "exit status 0" in str(lost.value)
+
+
 def test_send_stdin_and_close_it(sandbox):
     _, sbx = sandbox
     handle = sbx.commands.run("read a; echo got-$a; cat", background=True, stdin=True)

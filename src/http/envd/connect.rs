@@ -66,6 +66,8 @@ pub enum Code {
     Unavailable,
     /// No or wrong credentials.
     Unauthenticated,
+    /// Data was lost (output a stream could not deliver).
+    DataLoss,
 }
 
 impl Code {
@@ -85,6 +87,7 @@ impl Code {
             Code::Internal => "internal",
             Code::Unavailable => "unavailable",
             Code::Unauthenticated => "unauthenticated",
+            Code::DataLoss => "data_loss",
         }
     }
 
@@ -92,7 +95,7 @@ impl Code {
     pub fn status(self) -> StatusCode {
         let code = match self {
             Code::Canceled => 499,
-            Code::Unknown | Code::Internal => 500,
+            Code::Unknown | Code::Internal | Code::DataLoss => 500,
             Code::InvalidArgument | Code::FailedPrecondition => 400,
             Code::DeadlineExceeded => 504,
             Code::NotFound => 404,

@@ -21,6 +21,7 @@ use crate::api::envd::process::{
     StartRequest, StreamInputRequest, UpdateRequest,
 };
 use crate::endpoints::Limit;
+use crate::envd::events::Delivery;
 use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;
 use crate::policy::{owner, Identity, LimitValue, Viewer};
@@ -35,15 +36,17 @@ fn viewer(identity: &Identity) -> Viewer {
     Viewer::new(identity, owner::PROCESS_ADMIN)
 }
 
-/// The events of `process` as a paced stream of responses; `end` is the last one.
+/// The events of `process` as a paced stream of responses; `end` is the
+/// last one, or a `data_loss` error saying what output was lost.
 fn event_stream(
     process: &Arc<Process>,
     options: CallOptions,
     started: tokio::time::Instant,
 ) -> impl futures_util::Stream<Item = connect::StreamItem<EventResponse>> + Send + 'static {
-    let source = process.events().map(|event| match event {
-        ProcessEvent::End(_) => Paced::Last(EventResponse { event }),
-        other => Paced::Message(EventResponse { event: other }),
+    let source = process.events().map(|delivery| match delivery {
+        Delivery::Event(event @ ProcessEvent::End(_)) => Paced::Last(EventResponse { event }),
+        Delivery::Event(event) => Paced::Message(EventResponse { event }),
+        Delivery::Truncated(report) => Paced::Fail(ConnectError::new(Code::DataLoss, report)),
     });
     pace::paced(source, options, started, || EventResponse { event: ProcessEvent::Keepalive(Empty {}) })
 }

@@ -1,0 +1,248 @@
+//! A seeded, bounded chaos test of the streaming surfaces: producers write
+//! known byte patterns through `/shell/stream` and envd `Start`; their
+//! clients read a random number of events, cut the connection at random
+//! points and resume (`Last-Event-ID`, `Connect`), from the last id or
+//! from a random older one. Every byte received is checked against what
+//! was produced: none lost, none duplicated, and where a resume asks for
+//! more than the buffer holds (one producer overflows it on purpose), an
+//! explicit gap or `data_loss` with the exact count.
+//!
+//! Small by default (a few seconds); `CHAOS_PRODUCERS`, `CHAOS_CUTS`,
+//! `CHAOS_PARALLEL` and `CHAOS_SEED` scale it (`scripts/chaos` runs a large one).
+
+mod common;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use common::envd::Frames;
+use common::sse::stream;
+use common::TestServer;
+
+/// A small deterministic generator (xorshift64*), so a seed replays a run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// What producer `k` writes: `lines` lines `p<k>-<n>` padded to `width` bytes (and a newline).
+fn pattern(k: u64, lines: u64, width: usize) -> (String, String) {
+    let command = format!("seq -f 'p{k}-%0{}g' 1 {lines}", width - 2 - k.to_string().len());
+    let expected = (1..=lines).map(|n| format!("p{k}-{n:0w$}\n", w = width - 2 - k.to_string().len())).collect();
+    (command, expected)
+}
+
+/// What the chaos found on one producer.
+#[derive(Default, Debug)]
+struct Tally {
+    producer: u64,
+    cuts: u64,
+    bytes: u64,
+    gaps: u64,
+    gap_bytes: u64,
+}
+
+/// One `/shell/stream` producer, cut `cuts` times at random points.
+async fn shell_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng) -> Tally {
+    let width = 16 + rng.below(48) as usize;
+    let (command, expected) = pattern(k, 2000 + rng.below(20_000), width);
+    let mut tally = Tally { producer: k, ..Tally::default() };
+    // What the client holds: the output as received, and the id after each line.
+    let (mut got, mut ids): (String, Vec<(String, usize)>) = (String::new(), Vec::new());
+    let (status, mut events, _) = stream(server, &command, None).await;
+    assert_eq!(status, 200);
+    loop {
+        // Cut within an even share of the lines still to come, so every planned cut happens.
+        let remaining = expected.len().saturating_sub(got.len()) as u64 / width as u64;
+        let window = (remaining / (cuts - tally.cuts.min(cuts) + 1)).max(1);
+        let cut_after = (tally.cuts < cuts).then(|| 1 + rng.below(window));
+        let mut read = 0;
+        let ended = loop {
+            if cut_after.is_some_and(|n| read >= n) {
+                break false;
+            }
+            let Some((name, id, data)) = events.next().await else { panic!("p{k}: the stream ended without exit") };
+            read += 1;
+            match name.as_str() {
+                "stdout" => {
+                    got.push_str(data["data"].as_str().expect("data"));
+                    got.push('\n');
+                    ids.push((id.expect("an id"), got.len()));
+                }
+                "gap" => {
+                    let bytes = data["bytes"].as_u64().expect("bytes");
+                    let at = got.len();
+                    got.push_str(&expected[at..at + bytes as usize]);
+                    (tally.gaps, tally.gap_bytes) = (tally.gaps + 1, tally.gap_bytes + bytes);
+                }
+                "exit" => {
+                    assert_eq!(data["exit_code"], 0, "p{k}");
+                    break true;
+                }
+                other => panic!("p{k}: unexpected {other}: {data}"),
+            }
+        };
+        if ended {
+            break;
+        }
+        drop(events);
+        tally.cuts += 1;
+        // Resume from the last id, or (one time in four) from an older one, forgetting what followed.
+        if !ids.is_empty() && rng.below(4) == 0 {
+            let keep = 1 + rng.below(ids.len() as u64) as usize;
+            ids.truncate(keep);
+            got.truncate(ids[keep - 1].1);
+        }
+        let last = ids.last().map(|(id, _)| id.clone());
+        let (status, resumed, body) = match last {
+            Some(last) => stream(server, "resume", Some(&last)).await,
+            None => stream(server, &command, None).await,
+        };
+        assert_eq!(status, 200, "p{k}: {body}");
+        events = resumed;
+    }
+    assert!(got == expected, "p{k}: every byte once ({} of {} bytes)", got.len(), expected.len());
+    tally.bytes = got.len() as u64;
+    tally
+}
+
+/// Reads a process stream: stdout until `limit` bytes or the end;
+/// `Some(end)` once it ended (the end event, or the `data_loss` error).
+async fn frames_until(frames: &mut Frames, limit: Option<u64>, out: &mut Vec<u8>) -> Option<Value> {
+    let decode = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or("")).expect("b64");
+    while limit.is_none_or(|n| (out.len() as u64) < n) {
+        let (flags, message) = frames.next().await.expect("a frame");
+        if flags == 2 {
+            return Some(message);
+        }
+        out.extend(decode(&message["event"]["data"]["stdout"]));
+        if let Some(end) = message["event"].get("end") {
+            return Some(json!({"end": end}));
+        }
+    }
+    None
+}
+
+/// Bytes per line of the envd producers, without the newline.
+const WIDTH: usize = 16;
+
+/// The error that ended a process stream, if it did.
+fn lost_marker(end: &Option<Value>) -> Option<&Value> {
+    end.as_ref().and_then(|e| e.get("error"))
+}
+
+/// One envd producer: `Start`, cut at random points, `Connect` again.
+/// A `Connect` replays from the first byte still held: the client checks
+/// each replay against the pattern and keeps the longest.
+async fn envd_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng, overflow: bool) -> Tally {
+    let lines = if overflow { 400_000 } else { 2000 + rng.below(40_000) };
+    let (command, expected) = pattern(k, lines, WIDTH);
+    let mut tally = Tally { producer: k, ..Tally::default() };
+    let body = json!({"process": {"cmd": "/bin/sh", "args": ["-c", command]}, "tag": format!("chaos-{k}")});
+    let (status, _, mut frames) = Frames::open(server, "process.Process/Start", body, &[]).await;
+    assert_eq!(status, 200);
+    let mut best = 0usize;
+    loop {
+        let mut out = Vec::new();
+        // Each connection replays from the first byte held: cut before half of the output.
+        let limit = (tally.cuts < cuts).then(|| 1 + rng.below(expected.len() as u64 / 2));
+        let end = frames_until(&mut frames, limit, &mut out).await;
+        // A `Connect` replays from the first byte still held: where that is in
+        // the pattern, from the number of the first whole line received.
+        let whole = out.iter().position(|b| *b == b'\n').map(|i| i + 1).filter(|i| i + WIDTH < out.len());
+        let from = match whole {
+            Some(at) => {
+                let line = std::str::from_utf8(&out[at..at + WIDTH]).expect("text");
+                let n: usize = line.rsplit('-').next().and_then(|n| n.parse().ok()).expect("a line number");
+                ((n - 1) * (WIDTH + 1)).checked_sub(at).expect("a replay starts within the output")
+            }
+            None => {
+                assert!(end.is_none() || lost_marker(&end).is_none(), "p{k}: a loss leaves the held tail to replay");
+                0
+            }
+        };
+        assert!(out[..] == expected.as_bytes()[from..from + out.len()], "p{k}: a replay is the output, in order");
+        let lost = match lost_marker(&end) {
+            Some(error) => {
+                assert_eq!(error["code"], "data_loss", "p{k}: {error}");
+                let message = error["message"].as_str().expect("message");
+                let lost = message.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect("a byte count");
+                assert_eq!(lost, from, "p{k}: the loss is counted exactly: {message}");
+                (tally.gaps, tally.gap_bytes) = (tally.gaps + 1, tally.gap_bytes + lost as u64);
+                lost
+            }
+            None => {
+                assert!(end.is_none() || from == 0, "p{k}: a clean end after a replay from byte {from}");
+                from
+            }
+        };
+        best = best.max(lost + out.len());
+        if let Some(end) = end {
+            assert_eq!(lost + out.len(), expected.len(), "p{k}: the end comes after every byte: {end}");
+            break;
+        }
+        drop(frames);
+        tally.cuts += 1;
+        let selector = json!({"process": {"tag": format!("chaos-{k}")}});
+        let (status, _, again) = Frames::open(server, "process.Process/Connect", selector, &[]).await;
+        assert_eq!(status, 200);
+        frames = again;
+    }
+    assert_eq!(best, expected.len(), "p{k}");
+    tally.bytes = best as u64;
+    tally
+}
+
+#[tokio::test]
+async fn producers_cut_at_random_lose_nothing_and_count_every_gap() {
+    let seed = env_or("CHAOS_SEED", 0x5eed_1234);
+    let producers = env_or("CHAOS_PRODUCERS", 6).max(2);
+    let cuts = env_or("CHAOS_CUTS", 24);
+    let server = common::server().token(None).start();
+    let started = std::time::Instant::now();
+    let runs = (0..producers).map(|k| {
+        let server = &server;
+        async move {
+            let mut rng = Rng(seed ^ (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let share = cuts / producers + u64::from(k < cuts % producers);
+            if k % 2 == 0 {
+                shell_producer(server, k, share, &mut rng).await
+            } else {
+                envd_producer(server, k, share, &mut rng, k == 1).await
+            }
+        }
+    });
+    // At most `CHAOS_PARALLEL` at once: this client is one thread, and a resume must come within the 5 s grace.
+    let parallel = env_or("CHAOS_PARALLEL", 8).max(1) as usize;
+    let tallies: Vec<Tally> = futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(
+        futures_util::stream::iter(runs),
+        parallel,
+    ))
+    .await;
+    let total = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
+    eprintln!(
+        "chaos seed {seed:#x}: {producers} producers ({parallel} at once), {} cuts, {} bytes checked, {} gaps ({} bytes, each counted exactly) in {:?}",
+        total(|t| t.cuts),
+        total(|t| t.bytes),
+        total(|t| t.gaps),
+        total(|t| t.gap_bytes),
+        started.elapsed()
+    );
+    assert_eq!(total(|t| t.cuts), cuts, "every planned cut happened");
+    let overflowing = tallies.iter().find(|t| t.producer == 1).expect("producer 1");
+    assert!(overflowing.gaps > 0 || overflowing.cuts == 0, "the overflowing producer's late replays report their loss");
+}
