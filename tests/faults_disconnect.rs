@@ -24,11 +24,23 @@ fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(Iterator::count).unwrap_or(0)
 }
 
-/// Waits until `pid` holds at most `limit` descriptors; panics after 10 s.
+/// What each descriptor of `pid` is (`socket:[123]`, `pipe:[456]`, a path).
+fn fd_targets(pid: u32) -> Vec<String> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
+    entries.filter_map(|e| std::fs::read_link(e.path()).ok()).map(|t| t.display().to_string()).collect()
+}
+
+/// Waits until `pid` holds at most `limit` descriptors; panics after 10 s,
+/// naming what it still holds.
 async fn fds_back_to(pid: u32, limit: usize, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while fds(pid) > limit {
-        assert!(Instant::now() < deadline, "{what}: {} descriptors held, {limit} before", fds(pid));
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} descriptors held, at most {limit} expected: {:?}",
+            fds(pid),
+            fd_targets(pid)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

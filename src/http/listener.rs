@@ -57,10 +57,10 @@ pub(super) async fn accept_loop(
     router: Router,
     shutdown: CancellationToken,
     connections: Connections,
+    mut spare: Spare,
 ) {
     let live = Arc::new(Live::default());
     let tracker = TaskTracker::new();
-    let mut spare = Spare::take();
     let Connections { limits, priority } = connections;
     loop {
         let accepted = tokio::select! {
@@ -206,13 +206,14 @@ pub(super) async fn refuse(mut tcp: TcpStream, message: &str) {
 }
 
 /// One descriptor held back for the moment all others are in use.
-struct Spare {
+pub(super) struct Spare {
     fd: Option<OwnedFd>,
     warned: Option<Instant>,
 }
 
 impl Spare {
-    fn take() -> Spare {
+    /// Opens the spare (on `/dev/null`).
+    pub(super) fn take() -> Spare {
         Spare { fd: Self::open(), warned: None }
     }
 

@@ -243,27 +243,35 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// in-flight requests finish for at most `grace`. Connections are bounded
 /// and timed as `connections` says ([`listener`]).
 ///
+/// The port's spare descriptor is taken now, not when the returned future
+/// first runs: the daemon starts the API port last, so once `/health`
+/// answers, every port holds its reserve and the daemon's descriptors are
+/// all open.
+///
 /// # Errors
 /// None so far: a failed `accept` is logged and the loop goes on.
-pub async fn serve(
+pub fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
     grace: Duration,
     connections: listener::Connections,
-) -> std::io::Result<()> {
-    // The peer's address reaches the pipeline as `ConnectInfo` (failed
-    // authentications are counted per address): `conn` sets it on every request.
-    let server = listener::accept_loop(listener, router, shutdown.clone(), connections);
-    let deadline = async {
-        shutdown.cancelled().await;
-        tokio::time::sleep(grace).await;
-    };
-    tokio::select! {
-        () = server => Ok(()),
-        () = deadline => {
-            tracing::warn!(grace_seconds = grace.as_secs_f64(), "requests still running after the shutdown grace; closing them");
-            Ok(())
+) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+    let spare = listener::Spare::take();
+    async move {
+        // The peer's address reaches the pipeline as `ConnectInfo` (failed
+        // authentications are counted per address): `conn` sets it on every request.
+        let server = listener::accept_loop(listener, router, shutdown.clone(), connections, spare);
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            () = server => Ok(()),
+            () = deadline => {
+                tracing::warn!(grace_seconds = grace.as_secs_f64(), "requests still running after the shutdown grace; closing them");
+                Ok(())
+            }
         }
     }
 }
