@@ -49,16 +49,6 @@ fn marker(work: &Path) -> PathBuf {
     work.join("ran.marker")
 }
 
-/// The server's children now (none may be left by a refusal).
-fn children(server: &TestServer) -> Vec<String> {
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid())).expect("tasks");
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .collect()
-}
-
 /// Asserts the reference's error body: status, code, endpoint and (when given) the deciding rule.
 fn assert_refused(reply: &common::agents::Reply, status: u16, code: &str, endpoint: &str, rule: Option<&str>) {
     assert_eq!(reply.status, status, "{}", reply.body);
@@ -82,7 +72,7 @@ async fn both_refused(setup: &Setup, server: &TestServer, status: u16, code: &st
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!marker(setup.work.path()).exists(), "the agent ran");
-    assert_eq!(children(server), Vec::<String>::new(), "a child was spawned");
+    assert_eq!(server.children(), Vec::<String>::new(), "a child was spawned");
 }
 
 #[tokio::test]

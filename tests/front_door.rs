@@ -50,16 +50,6 @@ async fn api(server: &TestServer, method: &str, path: &str, body: Option<Value>)
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// The children the server has now.
-fn children(server: &TestServer) -> Vec<String> {
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid())).expect("tasks");
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .collect()
-}
-
 /// The audit lines naming `endpoint` once at least `count` of them were written.
 fn audited(server: &TestServer, endpoint: &str, count: usize) -> Vec<String> {
     let needle = format!("endpoint=\"{endpoint}\"");
@@ -123,7 +113,7 @@ async fn read_only_refuses_execution_and_writes_on_every_port_and_runs_nothing()
 
     assert!(!marker.exists() && !server.base.join("newdir").exists() && !server.base.join("up.txt").exists());
     assert!(server.base.join("seen.txt").exists() && !server.base.join("moved.txt").exists());
-    assert_eq!(children(&server), Vec::<String>::new(), "a refusal starts no process");
+    assert_eq!(server.children(), Vec::<String>::new(), "a refusal starts no process");
     let line = &audited(&server, "code_execute", 1)[0];
     assert!(line.contains("port=\"code\"") && line.contains("decision=\"deny\""), "{line}");
     assert!(line.contains("rule=\"preset:read-only:groups.process\""), "{line}");
@@ -156,7 +146,7 @@ async fn locked_leaves_only_the_health_probes() {
         .await
         .expect("init");
     assert_eq!(init.status(), 403, "no variable reaches a registered command under locked");
-    assert_eq!(children(&server), Vec::<String>::new());
+    assert_eq!(server.children(), Vec::<String>::new());
 }
 
 #[tokio::test]

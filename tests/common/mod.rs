@@ -196,6 +196,16 @@ impl TestServer {
         self.child.id()
     }
 
+    /// The pids of the server's children now (a refusal must leave none).
+    pub fn children(&self) -> Vec<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).expect("tasks");
+        tasks
+            .filter_map(Result::ok)
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    }
+
     /// A companion client with the server's token.
     pub fn client(&self) -> Client {
         Client::builder(&self.url).token(self.token.clone()).build().expect("client")
