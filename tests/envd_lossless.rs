@@ -106,3 +106,41 @@ async fn a_connect_after_the_buffer_moved_on_ends_with_data_loss() {
     assert!(lost > 0 && got.len() + lost == expected.len(), "{} + {lost}", got.len());
     assert!(got == expected[lost..], "the held tail, after the reported gap");
 }
+
+#[tokio::test]
+async fn a_terminal_connect_past_its_scrollback_ends_with_data_loss() {
+    let server = common::server().token(None).args(["--pty-scrollback-bytes", "4096"]).start();
+    let b64 = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or("")).expect("base64");
+    // About 60 KB of terminal output, then the shell waits to be told to exit.
+    let script = "seq 1 12000; read line";
+    let process = json!({"cmd": "/bin/bash", "args": ["-c", script]});
+    let body = json!({"process": process, "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "tty"});
+    let (status, _, mut first) = Frames::open(&server, "process.Process/Start", body, &[]).await;
+    assert_eq!(status, 200);
+    let pid = first.next().await.expect("start").1["event"]["start"]["pid"].as_u64().expect("pid");
+    let mut whole = Vec::new();
+    while !String::from_utf8_lossy(&whole).contains("12000") {
+        let (_, message) = first.next().await.expect("terminal output");
+        whole.extend(b64(&message["event"]["data"]["pty"]));
+    }
+    let (_, _, mut late) =
+        Frames::open(&server, "process.Process/Connect", json!({"process": {"pid": pid}}), &[]).await;
+    assert!(late.next().await.expect("start").1["event"]["start"].is_object());
+    let input =
+        json!({"process": {"pid": pid}, "input": {"pty": base64::engine::general_purpose::STANDARD.encode("x\n")}});
+    assert_eq!(call(&server, "process.Process/SendInput", input, None).await.0, 200);
+    let mut got = Vec::new();
+    let end = loop {
+        let (flags, message) = late.next().await.expect("a frame");
+        if flags == 2 {
+            break message;
+        }
+        got.extend(b64(&message["event"]["data"]["pty"]));
+        assert!(message["event"].get("end").is_none(), "a clean end after lost output: {message}");
+    };
+    assert_eq!(end["error"]["code"], "data_loss", "{end}");
+    let message = end["error"]["message"].as_str().expect("a message");
+    let lost: usize = message.split(' ').next().and_then(|n| n.parse().ok()).expect("a byte count");
+    assert!(message.contains("bytes of terminal output were lost") && message.contains("exit status 0"), "{message}");
+    assert!(lost > 40_000 && got.len() <= 4096 + 64, "lost {lost}, got {} of the scrollback", got.len());
+}

@@ -127,18 +127,41 @@ pub fn pipe_events(output: Subscription, end: watch::Receiver<Option<EndEvent>>)
     })
 }
 
-/// A terminal's scrollback, then live output, then the end.
+/// Why `skipped` bytes of a terminal's output did not reach a stream, and how it ended.
+fn terminal_loss_report(skipped: u64, end: &EndEvent) -> String {
+    format!(
+        "{skipped} bytes of terminal output were lost: they left the terminal's scrollback before this \
+         stream read them; the process ended with {}",
+        end.status
+    )
+}
+
+/// A terminal's scrollback, then live output, then the end; the end is
+/// replaced by a [`Delivery::Truncated`] marker when output the stream
+/// never read had already left the scrollback (a `Connect` to a terminal
+/// that wrote more than its scrollback holds, or a reader lapped by it).
 pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item = Delivery> {
-    futures_util::stream::unfold(Some(attachment), |attachment| async move {
-        let mut attachment = attachment?;
+    let lost = attachment.lost_before_attach();
+    futures_util::stream::unfold(Some((attachment, lost)), |state| async move {
+        let (mut attachment, mut lost) = state?;
         loop {
             match attachment.next().await {
-                Update::Output { text, .. } if text.is_empty() => {}
-                Update::Output { text, .. } => {
-                    let data = ProcessEvent::Data(Output::Pty(text.into_bytes()));
-                    return Some((Delivery::Event(data), Some(attachment)));
+                Update::Output { text, skipped } => {
+                    lost += skipped;
+                    if !text.is_empty() {
+                        let data = ProcessEvent::Data(Output::Pty(text.into_bytes()));
+                        return Some((Delivery::Event(data), Some((attachment, lost))));
+                    }
                 }
-                Update::Exited(exit) => return Some((Delivery::Event(ProcessEvent::End(end_event(exit))), None)),
+                Update::Exited(exit) => {
+                    let end = end_event(exit);
+                    let last = if lost == 0 {
+                        Delivery::Event(ProcessEvent::End(end))
+                    } else {
+                        Delivery::Truncated(terminal_loss_report(lost, &end))
+                    };
+                    return Some((last, None));
+                }
             }
         }
     })

@@ -248,6 +248,7 @@ impl Session {
             exit: self.exit.subscribe(),
             done: false,
             holds,
+            before: start,
         }
     }
 
@@ -378,9 +379,17 @@ pub struct Attachment {
     exit: watch::Receiver<Option<ExitStatus>>,
     done: bool,
     holds: bool,
+    /// Output that had left the scrollback when it attached, bytes.
+    before: u64,
 }
 
 impl Attachment {
+    /// Bytes of output that had already left the scrollback when this
+    /// connection attached (it starts at the oldest byte still held).
+    pub fn lost_before_attach(&self) -> u64 {
+        self.before
+    }
+
     /// The session attached to.
     pub fn session(&self) -> &Arc<Session> {
         &self.session
