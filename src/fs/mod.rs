@@ -25,7 +25,8 @@
 //!   cache on the runtime when it can be.
 //! - [`archive`]: tar.gz and zip archives built in a temp file.
 //! - [`watch`]: inotify-driven change events; [`inotify`]: the daemon's one
-//!   inotify instance, shared by every watch, with bounds.
+//!   inotify instance, shared by every watch, with bounds; [`watch_runs`]:
+//!   `files_watch` streams a client resumes by event id.
 
 pub mod archive;
 pub mod b64;
@@ -44,6 +45,7 @@ pub mod text;
 pub mod upload;
 pub mod walk;
 pub mod watch;
+pub mod watch_runs;
 pub mod write;
 
 use std::path::Path;

@@ -115,15 +115,22 @@ pub struct Files {
     sessions: Mutex<HashMap<PathBuf, Slot>>,
     writes: Writes,
     inflate: super::inflate::Limits,
+    watches: Arc<super::watch_runs::WatchRuns>,
 }
 
 impl Files {
+    /// The resumable `files_watch` streams.
+    pub fn watches(&self) -> &Arc<super::watch_runs::WatchRuns> {
+        &self.watches
+    }
+
     /// Upload state whose writes `fdatasync` before they are put in place when `sync_writes`.
     pub fn new(sync_writes: bool) -> Self {
         Files {
             sessions: Mutex::default(),
             writes: Writes::new(sync_writes),
             inflate: super::inflate::Limits::default(),
+            watches: Arc::default(),
         }
     }
 

@@ -23,8 +23,8 @@ use crate::api::files::{
     ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
 };
 use crate::endpoints::{Limit, Param};
-use crate::fs::{self, archive, read, safe, watch, FsError, Progress, WritePolicy};
-use crate::policy::{Grant, LimitValue, Op, ParamValue};
+use crate::fs::{self, archive, read, safe, watch, watch_runs, FsError, Progress, WritePolicy};
+use crate::policy::{owner, Grant, LimitValue, Op, ParamValue, Viewer};
 
 const ARCHIVE_MAX_BYTES: u64 = 100 * 1024 * 1024;
 const ARCHIVE_MAX_FILES: u64 = 10_000;
@@ -236,12 +236,24 @@ pub async fn archive(grant: Grant, JsonBody(body): JsonBody<ArchiveRequest>) -> 
     Ok(json_stream(len, stream))
 }
 
-/// `GET /files/watch`: `ready`, then `change` events, then `end`, as server-sent events.
+/// `GET /files/watch`: `ready`, then `change` events, then `end`, as
+/// server-sent events with ids; with `Last-Event-ID` (ours), resume the
+/// watch that id belongs to after it instead ([`watch_runs`]).
 pub async fn watch(
     State(app): State<AppState>,
     grant: Grant,
+    headers: HeaderMap,
     Query(q): Query<WatchQuery>,
 ) -> Result<Response, ApiError> {
+    let viewer = Viewer::new(grant.identity(), owner::PROCESS_ADMIN);
+    if let Some(value) = headers.get("last-event-id") {
+        let text = value.to_str().map_err(|_| ApiError::bad_request("Invalid Last-Event-ID"))?;
+        let bad = |e: watch_runs::WatchResumeError| ApiError::bad_request(e.to_string());
+        let cursor = watch_runs::WatchCursor::parse(text).map_err(bad)?;
+        let run = app.files.watches().find(cursor, &viewer).map_err(bad)?;
+        let attached = run.attach(Some(cursor)).map_err(bad)?;
+        return Ok(watch_stream(run.path().to_string(), attached, false));
+    }
     let raw = query_path(q.path)?;
     let invalid = || ApiError::bad_request("Invalid 'interval' or 'timeout'");
     let number = |v: Option<String>, default: f64| {
@@ -265,19 +277,36 @@ pub async fn watch(
     })
     .await
     .map_err(at(&grant))?;
-    let ready = Event::default().event("ready").data(serde_json::json!({ "path": path }).to_string());
-    let events = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).map(
-        |output| {
-            Ok::<_, Infallible>(match output {
-                watch::Output::Change(change) => {
-                    Event::default().event("change").data(serde_json::to_string(&change).unwrap_or_default())
-                }
-                watch::Output::End(reason) => {
-                    Event::default().event("end").data(serde_json::json!({ "reason": reason }).to_string())
-                }
-            })
-        },
-    );
+    let attached = app.files.watches().keep(&viewer, path.clone(), watch_runs::RING_EVENTS, rx);
+    Ok(watch_stream(path, attached, true))
+}
+
+/// The SSE answer of a watch connection: `ready`, then what it delivers.
+/// `ready` has the id `<watch>:0` on the first connection and none on a
+/// resume (so it never moves a client's position back).
+fn watch_stream(path: String, attached: watch_runs::Attached, first: bool) -> Response {
+    let mut ready = Event::default().event("ready").data(serde_json::json!({ "path": path }).to_string());
+    if first {
+        ready = ready.id(attached.ready_id().to_string());
+    }
+    let events = futures_util::stream::unfold(attached, |mut attached| async move {
+        attached.next().await.map(|item| (item, attached))
+    })
+    .map(|delivery| {
+        Ok::<_, Infallible>(match delivery {
+            watch_runs::Delivery::Event(id, watch::Output::Change(change)) => Event::default()
+                .event("change")
+                .id(id.to_string())
+                .data(serde_json::to_string(&change).unwrap_or_default()),
+            watch_runs::Delivery::Event(id, watch::Output::End(reason)) => Event::default()
+                .event("end")
+                .id(id.to_string())
+                .data(serde_json::json!({ "reason": reason }).to_string()),
+            watch_runs::Delivery::Gap(lost) => {
+                Event::default().event("gap").data(serde_json::json!({ "events": lost }).to_string())
+            }
+        })
+    });
     let stream = futures_util::stream::once(async move { Ok(ready) }).chain(events);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(super::process::SSE_KEEP_ALIVE)).into_response())
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(super::process::SSE_KEEP_ALIVE)).into_response()
 }

@@ -206,8 +206,11 @@ pub fn shape(id: &str) -> Option<Shape> {
         "files_watch" => Shape::new(
             None,
             Content::Events(
-                &["ready", "change", "end"],
-                "`ready` {path}, then `change` (a WatchEvent) per change, then `end` {reason}",
+                &["ready", "change", "end", "gap"],
+                "`ready` {path}, then `change` (a WatchEvent) per change, then `end` {reason}, each with an `id`; \
+                 the same URL with a `Last-Event-ID` header (within 5 s of the last connection) resumes the watch after \
+                 that id (a `gap` {events} first when events after it are no longer held; 400 for an id of no watch of \
+                 the caller's, or past its events)",
             ),
         )
         .query::<WatchQuery>(),

@@ -68,3 +68,23 @@ pub async fn stream(server: &TestServer, command: &str, last: Option<&str>) -> (
     }
     (status, Events { body: Box::pin(response.bytes_stream()), buffer: Vec::new(), at: 0 }, String::new())
 }
+
+/// `GET /files/watch?{query}`, resuming after `last` when given: `(status, events, error body)`.
+pub async fn watch(server: &TestServer, query: &str, last: Option<&str>) -> (u16, Events, String) {
+    static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let mut request = HTTP
+        .get_or_init(reqwest::Client::new)
+        .get(server.at(&format!("/files/watch?{query}")))
+        .bearer_auth(super::TOKEN);
+    if let Some(last) = last {
+        request = request.header("last-event-id", last);
+    }
+    let response = request.send().await.expect("send");
+    let status = response.status().as_u16();
+    if status != 200 {
+        let text = response.text().await.unwrap_or_default();
+        let empty = Events { body: Box::pin(futures_util::stream::empty()), buffer: Vec::new(), at: 0 };
+        return (status, empty, text);
+    }
+    (status, Events { body: Box::pin(response.bytes_stream()), buffer: Vec::new(), at: 0 }, String::new())
+}
