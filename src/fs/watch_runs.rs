@@ -11,9 +11,9 @@
 //! receives a `gap` with their exact count.
 //!
 //! The watch keeps running while no client is attached, for
-//! [`super::watch_runs::RESUME_GRACE`] (the same grace as `/shell/stream`'s
-//! resume, [`crate::process::stream_runs::RESUME_GRACE`]); then it stops
-//! and is forgotten. An ended watch stays resumable for that grace too.
+//! [`RESUME_GRACE`] (the same 5 s as `/shell/stream`'s resume grace,
+//! `process::stream_runs::RESUME_GRACE`; files do not import processes);
+//! then it stops and is forgotten. An ended watch stays resumable for that grace too.
 //! A newer connection to a watch supersedes an older one still attached.
 
 use std::collections::{HashMap, VecDeque};
@@ -29,7 +29,7 @@ use crate::policy::Viewer;
 /// Events a watch holds for a resume.
 pub const RING_EVENTS: usize = 1024;
 /// How long a watch without a client keeps running (and an ended one stays resumable).
-pub const RESUME_GRACE: Duration = crate::process::stream_runs::RESUME_GRACE;
+pub const RESUME_GRACE: Duration = Duration::from_secs(5);
 
 /// Why a `Last-Event-ID` cannot resume a watch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
