@@ -9,77 +9,26 @@
 //! request is decided on its own task (host names are resolved first) and
 //! continued or failed with `BlockedByClient`: the page sees a network error.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use super::cdp::{Cdp, Event};
 use super::console::Console;
 use super::launch::{self, Launched};
 use super::protocol as p;
 use super::proxy::Proxy;
+use super::shared::{Blocked, Shared};
+use super::verdict::{check, refused};
 use super::BrowserError;
 use crate::environment::ChildEnv;
-use crate::policy::guards::{Host, UrlPolicy, UrlRefusal};
+use crate::policy::guards::UrlPolicy;
 
-/// Blocked requests remembered for `navigate`'s answer.
-const MAX_BLOCKED: usize = 32;
-/// Loaders whose lifecycle is remembered.
-const MAX_LOADERS: usize = 8;
-/// How long a host name may take to resolve before the request is refused.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a browser whose connection closed gets to report its exit.
 const EXIT_WAIT: Duration = Duration::from_secs(1);
 /// How long the new page may take to be attached.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A request the policy refused.
-#[derive(Debug, Clone)]
-pub struct Blocked {
-    /// Its URL.
-    pub url: String,
-    /// `Document`, `Image`, `XHR`, ...
-    pub resource_type: String,
-    /// The refusal and its rule.
-    pub refusal: UrlRefusal,
-}
-
-/// What the event loop learned, read by the page operations.
-#[derive(Debug, Default)]
-pub struct PageState {
-    /// Lifecycle events seen per loader of the main frame.
-    pub lifecycle: HashMap<String, HashSet<String>>,
-    loaders: VecDeque<String>,
-    /// HTTP status of the main document per loader.
-    pub status: HashMap<String, u16>,
-    /// Requests refused since the last navigation began.
-    pub blocked: Vec<Blocked>,
-    /// Sessions of attached targets, by target id.
-    sessions: HashMap<String, String>,
-    /// Whether the page's renderer crashed.
-    pub crashed: bool,
-    /// The identity of the latest call on the page: the audit log names it
-    /// for the requests its page makes.
-    pub actor: String,
-}
-
-/// State shared by the event loop and the operations.
-#[derive(Debug, Default)]
-pub struct Shared {
-    state: Mutex<PageState>,
-    /// Woken on every lifecycle event, attach and crash.
-    pub changed: Notify,
-}
-
-impl Shared {
-    /// Locks the state.
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, PageState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// A running browser with its page.
 #[derive(Debug)]
@@ -278,28 +227,6 @@ async fn event_loop(
     shared.changed.notify_waiters();
 }
 
-impl PageState {
-    fn record(&mut self, loader: String, name: String) {
-        if !self.lifecycle.contains_key(&loader) {
-            self.loaders.push_back(loader.clone());
-            while self.loaders.len() > MAX_LOADERS {
-                if let Some(old) = self.loaders.pop_front() {
-                    self.lifecycle.remove(&old);
-                    self.status.remove(&old);
-                }
-            }
-        }
-        self.lifecycle.entry(loader).or_default().insert(name);
-    }
-
-    /// Remembers a refused request (the first [`MAX_BLOCKED`] per navigation).
-    pub(super) fn block(&mut self, blocked: Blocked) {
-        if self.blocked.len() < MAX_BLOCKED {
-            self.blocked.push(blocked);
-        }
-    }
-}
-
 /// Sets up a newly attached target before it runs: interception and
 /// auto-attach for pages and frames, interception for workers.
 async fn prepare(cdp: Cdp, attached: p::AttachedToTarget) {
@@ -339,67 +266,5 @@ async fn decide(
     };
     if let Err(e) = sent {
         tracing::debug!(error = %e, "paused request not released");
-    }
-}
-
-/// Writes a refused request to the audit log (unless the rule's audit is
-/// `off`) and to the info log, and remembers it for `navigate`'s answer.
-pub(super) fn refused(shared: &Shared, policy: &UrlPolicy, method: &str, blocked: Blocked) {
-    let (url, rule) = (blocked.url.as_str(), blocked.refusal.rule.as_str());
-    if policy.audits() {
-        let denial = &blocked.refusal.denial;
-        let identity = shared.lock().actor.clone();
-        tracing::info!(
-            target: "audit",
-            port = "browser",
-            endpoint = "browser_navigate",
-            identity,
-            method,
-            decision = "deny",
-            status = denial.status(),
-            code = denial.code(),
-            rule,
-            url,
-        );
-    }
-    tracing::info!(url, rule, resource = blocked.resource_type, "browser request blocked");
-    shared.lock().block(blocked);
-}
-
-/// The policy's verdict on `url`, resolving its host name first.
-///
-/// # Errors
-/// The refusal and its rule.
-pub async fn check(policy: &UrlPolicy, url: &str) -> Result<(), UrlRefusal> {
-    decide_host(policy, policy.check(url)?).await
-}
-
-/// Decides `host`: a name by the addresses it resolves to.
-///
-/// # Errors
-/// The refusal and its rule.
-pub async fn decide_host(policy: &UrlPolicy, host: Host) -> Result<(), UrlRefusal> {
-    resolve(policy, host).await.map(drop)
-}
-
-/// The addresses `host` stands for, each decided: the address written in
-/// the URL, or every address its name resolves to (none when it does not
-/// resolve: it reaches nothing, and the browser reports the failure).
-///
-/// # Errors
-/// The refusal and its rule.
-pub async fn resolve(policy: &UrlPolicy, host: Host) -> Result<Vec<IpAddr>, UrlRefusal> {
-    match host {
-        Host::None => Ok(Vec::new()),
-        Host::Address(ip) => Ok(vec![ip]),
-        Host::Name(name, port) => {
-            let addresses: Vec<IpAddr> =
-                match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name.as_str(), port))).await {
-                    Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
-                    _ => Vec::new(),
-                };
-            policy.check_addresses(&name, &addresses)?;
-            Ok(addresses)
-        }
     }
 }

@@ -14,6 +14,8 @@
 //! - [`cdp`]: the WebSocket connection; [`protocol`]: the typed commands and events.
 //! - [`instance`]: one live browser, its event loop and request interception.
 //! - [`proxy`]: the network path every connection of the browser goes through.
+//! - [`verdict`]: the URL policy's verdicts, names resolved, refusals recorded;
+//!   [`shared`]: what the event loop, the operations and the proxy share.
 //! - [`page`]: what each endpoint does to the page; [`console`]: the bounded console log.
 //!
 //! No axum here; the HTTP edge is `http::browser`.
@@ -25,6 +27,8 @@ pub mod launch;
 pub mod page;
 pub mod protocol;
 pub mod proxy;
+pub mod shared;
+pub mod verdict;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -33,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use self::cdp::CdpError;
 use self::console::Console;
-use self::instance::{Blocked, Instance};
+use self::instance::Instance;
+use self::shared::Blocked;
 use crate::environment::ChildEnv;
 use crate::policy::guards::{UrlPolicy, UrlRefusal};
 
@@ -163,7 +168,7 @@ impl Browser {
     /// [`BrowserError::Refused`].
     pub async fn admit(&self, url: &str) -> Result<(), BrowserError> {
         let host = self.policy.check_requested(url).map_err(BrowserError::Refused)?;
-        instance::decide_host(&self.policy, host).await.map_err(BrowserError::Refused)
+        verdict::decide_host(&self.policy, host).await.map_err(BrowserError::Refused)
     }
 
     /// The console messages collected so far, emptying the buffer (starts nothing).

@@ -6,9 +6,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::instance::{self, Instance};
+use super::instance::Instance;
 use super::launch::VIEWPORT;
 use super::protocol as p;
+use super::shared::Blocked;
 use super::BrowserError;
 
 /// The tallest full-page screenshot, in CSS pixels (Chromium's own texture limit).
@@ -117,7 +118,7 @@ async fn wait_for(page: &Instance, loader: &str, event: &str) -> Result<(), Brow
 }
 
 /// The URLs the policy refused during the last navigation, with their rules.
-pub fn blocked(page: &Instance) -> Vec<instance::Blocked> {
+pub fn blocked(page: &Instance) -> Vec<Blocked> {
     page.shared.lock().blocked.clone()
 }
 

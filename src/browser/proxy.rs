@@ -40,7 +40,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::instance::{refused, resolve, Blocked, Shared};
+use super::shared::{Blocked, Shared};
+use super::verdict::{refused, resolve};
 use crate::policy::guards::{Host, UrlPolicy, UrlRefusal};
 
 /// Connections the proxy serves at once; more wait to be accepted.

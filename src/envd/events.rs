@@ -62,6 +62,9 @@ pub enum Delivery {
     Truncated(String),
 }
 
+/// Output of a process kept for replay, bytes.
+pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
+
 /// Most output bytes read from the capture at once (one batch of events).
 const READ_BATCH: usize = 256 * 1024;
 
@@ -69,10 +72,7 @@ const READ_BATCH: usize = 256 * 1024;
 fn loss_report(lost: Lost, released: Option<Release>, end: &EndEvent) -> String {
     let why = match released {
         Some(release) => format!("this stream stopped holding the process back: {}", release.describe()),
-        None => format!(
-            "it left the {} MiB replay buffer before this stream read it",
-            crate::envd::processes::REPLAY_BYTES >> 20
-        ),
+        None => format!("it left the {} MiB replay buffer before this stream read it", REPLAY_BYTES >> 20),
     };
     format!(
         "{} bytes of output ({} events) were lost: {why}; the process ended with {}",

@@ -46,8 +46,7 @@ use crate::process::registry::{MAX_EXITED, RETAIN_EXITED_FOR};
 use crate::process::{ExecSpec, Job};
 use crate::pty::{Lease, Session, Update};
 
-/// Output of a process kept for replay, bytes.
-pub const REPLAY_BYTES: usize = 4 * 1024 * 1024;
+pub use super::events::REPLAY_BYTES;
 /// How long output may still arrive after the exit (a background child
 /// holding the pipes), unless a subscriber is still reading queued output.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);

@@ -25,6 +25,7 @@ mod limiter;
 mod lint;
 pub mod owner;
 pub mod paths;
+pub mod powers_table;
 pub mod presets;
 pub mod rules;
 mod schema;
