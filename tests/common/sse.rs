@@ -51,31 +51,26 @@ impl Events {
 pub async fn stream(server: &TestServer, command: &str, last: Option<&str>) -> (u16, Events, String) {
     // One client for all: building one per request costs more than a resume may wait.
     static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    let mut request = HTTP
+    let request = HTTP
         .get_or_init(reqwest::Client::new)
         .post(server.at("/shell/stream"))
         .bearer_auth(super::TOKEN)
         .json(&json!({"command": command, "shell": true}));
-    if let Some(last) = last {
-        request = request.header("last-event-id", last);
-    }
-    let response = request.send().await.expect("send");
-    let status = response.status().as_u16();
-    if status != 200 {
-        let text = response.text().await.unwrap_or_default();
-        let empty = Events { body: Box::pin(futures_util::stream::empty()), buffer: Vec::new(), at: 0 };
-        return (status, empty, text);
-    }
-    (status, Events { body: Box::pin(response.bytes_stream()), buffer: Vec::new(), at: 0 }, String::new())
+    events_of(request, last).await
 }
 
 /// `GET /files/watch?{query}`, resuming after `last` when given: `(status, events, error body)`.
 pub async fn watch(server: &TestServer, query: &str, last: Option<&str>) -> (u16, Events, String) {
     static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    let mut request = HTTP
+    let request = HTTP
         .get_or_init(reqwest::Client::new)
         .get(server.at(&format!("/files/watch?{query}")))
         .bearer_auth(super::TOKEN);
+    events_of(request, last).await
+}
+
+/// Sends `request` (with `Last-Event-ID: last` when given): `(status, events, error body)`.
+async fn events_of(mut request: reqwest::RequestBuilder, last: Option<&str>) -> (u16, Events, String) {
     if let Some(last) = last {
         request = request.header("last-event-id", last);
     }
