@@ -135,3 +135,60 @@ async fn early_refusals_never_reset_a_keep_alive_connection() {
     }
     assert_eq!(total, 2000);
 }
+
+/// A chunked body as the e2b SDK sends envd's `Start`: the head, the one
+/// Connect envelope, and the closing chunk, each in its own write.
+fn chunked_start() -> (String, Vec<Vec<u8>>) {
+    let message = br#"{"process":{"cmd":"/bin/sh","args":["-c","pwd"]}}"#;
+    let mut envelope = vec![0u8];
+    envelope.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    envelope.extend_from_slice(message);
+    let mut chunk = format!("{:x}\r\n", envelope.len()).into_bytes();
+    chunk.extend_from_slice(&envelope);
+    chunk.extend_from_slice(b"\r\n");
+    let head = format!(
+        "POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: {}\r\n\
+         Content-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        common::TOKEN
+    );
+    (head, vec![chunk, b"0\r\n\r\n".to_vec()])
+}
+
+#[tokio::test]
+async fn a_refused_chunked_body_keeps_the_connection_and_a_slow_one_closes_it_cleanly() {
+    let server = common::server().args(["--preset", "read-only"]).start();
+    let envd = address(&common::envd::envd(&server));
+    let (head, parts) = chunked_start();
+    let health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    // The body ends just after the refusal was decided: it is read, and the connection stays open.
+    let mut stream = TcpStream::connect(&envd).await.expect("connect");
+    let mut pending = Vec::new();
+    for round in 0..100 {
+        stream.write_all(head.as_bytes()).await.expect("head");
+        for part in &parts {
+            tokio::task::yield_now().await;
+            stream.write_all(part).await.expect("a part of the body");
+        }
+        let answer = read_answer(&mut stream, &mut pending).await.expect("the refusal arrives");
+        let text = String::from_utf8_lossy(&answer.body);
+        assert!(text.contains("permission_denied"), "round {round}: {text}");
+        assert!(!answer.head.contains("connection: close"), "round {round}: {}", answer.head);
+        stream.write_all(health.as_bytes()).await.expect("health");
+        let answer = read_answer(&mut stream, &mut pending).await.expect("no reset after a refusal");
+        assert_eq!(answer.status, 204, "round {round}: envd's health");
+    }
+
+    // The body's end is held back until the answer came: the answer says the
+    // connection closes, the rest of the body is still read, then a clean end.
+    let mut stream = TcpStream::connect(&envd).await.expect("connect");
+    let mut pending = Vec::new();
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(&parts[0]).await.expect("the envelope");
+    let answer = read_answer(&mut stream, &mut pending).await.expect("the refusal arrives without the body's end");
+    assert!(answer.head.contains("connection: close"), "{}", answer.head);
+    stream.write_all(&parts[1]).await.expect("the body's end is read, not refused with a reset");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await.expect("closed");
+    assert_eq!(closed.expect("a clean close, not a reset"), 0);
+}

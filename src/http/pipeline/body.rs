@@ -4,9 +4,10 @@
 //!   would make hyper drop the keep-alive connection whenever the rest of
 //!   the body had not arrived yet, and a client's pool would then see a
 //!   reset on its next request. The layer reads a small leftover to its end
-//!   before answering; a large or unknown one is answered with
-//!   `Connection: close` and read on in the background (within a byte and
-//!   time budget), so the connection closes cleanly after the answer.
+//!   before answering (a chunked one too, if it ends quickly); a large or
+//!   slow one is answered with `Connection: close` and read on in the
+//!   background (within a byte and time budget), so the connection closes
+//!   cleanly after the answer instead of with a reset.
 //! - [`Held`]: a response body that keeps the concurrency permit (and the
 //!   grant) until it has been sent, as streams hold their slot.
 
@@ -35,6 +36,8 @@ use crate::policy::Permit;
 const INLINE_DRAIN: u64 = 64 * 1024;
 /// How long reading a small leftover may take before the connection is closed instead.
 const INLINE_DRAIN_TIME: Duration = Duration::from_secs(2);
+/// The same for a chunked leftover, whose size nobody announced.
+const INLINE_DRAIN_UNSIZED_TIME: Duration = Duration::from_millis(250);
 /// A refused body is read and discarded in the background up to this many bytes...
 pub(super) const DRAIN_CAP: u64 = 256 * 1024 * 1024;
 /// ...and for this long, so the client sees the answer instead of a reset.
@@ -142,12 +145,12 @@ where
     request.extensions_mut().insert(Arc::clone(&read));
     let shared = Arc::new(Shared { body: Mutex::new(Some(body)), done: AtomicBool::new(false), read });
     *request.body_mut() = Body::new(Guarded(Arc::clone(&shared)));
-    let Ok(mut response) = inner.call(request).await;
+    let Ok(response) = inner.call(request).await;
     if shared.done.load(Ordering::Acquire) || Arc::strong_count(&shared) > 1 {
         // Read to its end, or still being read by the answer (a stream, a background drain).
         return response;
     }
-    let Some(body) = shared.body.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+    let Some(mut body) = shared.body.lock().unwrap_or_else(PoisonError::into_inner).take() else {
         return response;
     };
     if body.is_end_stream() {
@@ -157,14 +160,18 @@ where
         // The client waits for "100 Continue" before sending; it will not come now.
         return closing(response);
     }
-    if declared.is_some_and(|n: u64| n <= INLINE_DRAIN) && drain(body, INLINE_DRAIN, INLINE_DRAIN_TIME).await {
+    // A small leftover is read now so the connection stays open; a chunked
+    // one of unknown size gets a shorter wait (a client may hold the rest
+    // back until it sees the answer).
+    let inline_time = if declared.is_some() { INLINE_DRAIN_TIME } else { INLINE_DRAIN_UNSIZED_TIME };
+    if declared.is_none_or(|n: u64| n <= INLINE_DRAIN) && drain_from(&mut body, INLINE_DRAIN, inline_time).await {
         return response;
     }
-    if let Some(body) = shared.body.lock().unwrap_or_else(PoisonError::into_inner).take() {
-        tokio::spawn(drain(body, DRAIN_CAP, DRAIN_TIME));
-    }
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    // Read on in the background: hyper reads the connection while the body
+    // is alive, so the answer is followed by a clean close, not a reset
+    // over unread bytes.
+    tokio::spawn(drain(body, DRAIN_CAP, DRAIN_TIME));
+    closing(response)
 }
 
 fn closing(mut response: Response) -> Response {
@@ -174,6 +181,11 @@ fn closing(mut response: Response) -> Response {
 
 /// Reads and discards `body` within `cap` bytes and `time`; whether it reached its end.
 pub(super) async fn drain(mut body: Body, cap: u64, time: Duration) -> bool {
+    drain_from(&mut body, cap, time).await
+}
+
+/// [`drain`] that leaves what it did not read in `body`, for a later drain to go on with.
+async fn drain_from(body: &mut Body, cap: u64, time: Duration) -> bool {
     let read = async {
         let mut seen = 0u64;
         while let Some(frame) = body.frame().await {
