@@ -23,6 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::agents::webhooks::tally::Deliveries;
 use crate::endpoints::{Endpoint, ENDPOINTS};
 
 /// The labels of a decided call.
@@ -51,19 +52,6 @@ fn latency_histogram() -> Histogram {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Outcome {
     outcome: &'static str,
-}
-
-/// Webhook deliveries by outcome, counted since the agents group started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Deliveries {
-    /// Answered 2xx by the receiver.
-    pub delivered: u64,
-    /// Given up: out of attempts, a status not worth retrying, or a private address.
-    pub failed: u64,
-    /// Attempts after the first.
-    pub retried: u64,
-    /// Never sent: the queue was full or deliveries are off.
-    pub dropped: u64,
 }
 
 /// Live resources, read when the metrics are scraped.

@@ -4,10 +4,6 @@
 //! types, so the two cannot drift. Field names and shapes follow the Python
 //! `agent-sandbox-server` 0.4.0a6 contract.
 
-// The agents group's wire objects are built from its runtime's domain types
-// (the client has no agents calls), so they exist in the daemon only.
-#[cfg(feature = "server")]
-pub mod agents;
 pub mod browser;
 pub mod code;
 pub mod commands;

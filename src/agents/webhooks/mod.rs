@@ -31,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::delivery::{Deliverer, DeliveryError, Event};
 use self::registry::{EndpointFields, Registry, WebhookEndpoint};
+use self::tally::Deliveries;
 use self::tally::Tally;
 use super::config::AgentsConfig;
 use super::error::AgentError;
-use crate::metrics::Deliveries;
 
 /// The event types this server sends (the reference's; it never sends
 /// `agent.session.action_required`).

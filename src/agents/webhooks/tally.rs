@@ -3,7 +3,18 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::metrics::Deliveries;
+/// Webhook deliveries by outcome, counted since the agents group started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deliveries {
+    /// Answered 2xx by the receiver.
+    pub delivered: u64,
+    /// Given up: out of attempts, a status not worth retrying, or a private address.
+    pub failed: u64,
+    /// Attempts after the first.
+    pub retried: u64,
+    /// Never sent: the queue was full or deliveries are off.
+    pub dropped: u64,
+}
 
 /// Deliveries by outcome since the runtime started; every event counts once
 /// at its end, and each attempt after the first once more in `retried`.

@@ -18,11 +18,11 @@ use crate::agents::records::Stored;
 use crate::agents::resources::Environment;
 use crate::agents::workspace_files::{list_files, workspace_missing};
 use crate::agents::{AgentError, Agents};
-use crate::api::agents::environments::{
+use crate::http::agents::wire::environments::{
     environment_file_object, environment_object, files_page, known_keys, parse_environment, parse_file,
     parse_files_query, parse_template, template_deleted, template_object, FilesQuery,
 };
-use crate::api::agents::Page;
+use crate::http::agents::wire::Page;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;

@@ -13,7 +13,7 @@
 //! endpoint, with the guard's code and status.
 
 use crate::agents::{AgentSpec, Agents};
-use crate::api::agents::requests::DEFAULT_WORKSPACE;
+use crate::http::agents::wire::requests::DEFAULT_WORKSPACE;
 use crate::http::error::ApiError;
 use crate::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,

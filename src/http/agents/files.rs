@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use super::{owner, runtime, Result};
 use crate::agents::resources::Blob;
 use crate::agents::{AgentError, Agents};
-use crate::api::agents::environments::{blob_object, decode_base64, known_keys};
+use crate::http::agents::wire::environments::{blob_object, decode_base64, known_keys};
 use crate::http::extract::{parse_object, BodyLimit};
 use crate::http::AppState;
 use crate::policy::Grant;

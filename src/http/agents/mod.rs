@@ -1,8 +1,8 @@
 //! The agents group's HTTP edge (sessions, events, turns, items,
 //! artifacts, traces, subagents, runtimes; responses and models; vaults; webhooks;
 //! definitions, environments, templates and file blobs). Handlers read the request into
-//! domain values (`api::agents::requests`), call the runtime (`agents`) and
-//! write wire objects (`api::agents`); this module holds what they share:
+//! domain values (`wire::requests`), call the runtime (`agents`) and
+//! write wire objects (`wire`); this module holds what they share:
 //! the one error mapping of the OpenAI envelope, list paging, the owner of
 //! a request, and the `X-Agent-Sandbox-Local` layer.
 
@@ -21,6 +21,7 @@ mod subagents;
 mod turns;
 mod vaults;
 mod webhooks;
+pub mod wire;
 
 pub use self::artifacts::{artifact_content, artifacts_delete, artifacts_get, artifacts_list, traces_list};
 pub use self::definitions::{
@@ -66,7 +67,7 @@ use serde::Deserialize;
 
 use super::error::ErrorCode;
 use crate::agents::{AgentError, Agents};
-use crate::api::agents::{ErrorEnvelope, ErrorObject, Label, Page, LOCAL_HEADER};
+use crate::http::agents::wire::{ErrorEnvelope, ErrorObject, Label, Page, LOCAL_HEADER};
 use crate::policy::Grant;
 
 /// An agents handler's failure, written as the OpenAI error envelope.

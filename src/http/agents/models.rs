@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{owner, runtime, Result};
 use crate::agents::AgentError;
-use crate::api::agents::Label;
+use crate::http::agents::wire::Label;
 use crate::http::AppState;
 use crate::policy::Grant;
 

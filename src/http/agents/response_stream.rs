@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::Result;
 use crate::agents::responses::FoundResponse;
 use crate::agents::{Agents, Subscription};
-use crate::api::agents::response_events::{ResponseStream, StreamEvent};
-use crate::api::agents::responses::response_object;
+use crate::http::agents::wire::response_events::{ResponseStream, StreamEvent};
+use crate::http::agents::wire::responses::response_object;
 
 /// Runtime events read per batch (one body chunk).
 const BATCH: usize = 256;

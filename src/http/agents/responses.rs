@@ -21,11 +21,11 @@ use super::{owner, page, runtime, value_id, ListQuery, Result};
 use crate::agents::responses::{FoundResponse, ResponseRecord};
 use crate::agents::turn::{now, TurnStatus};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
-use crate::api::agents::requests::explicit_runtime;
-use crate::api::agents::responses::{
+use crate::http::agents::wire::requests::explicit_runtime;
+use crate::http::agents::wire::responses::{
     input_item, output_item, parse_create, response_object, tool_echo, usage_object, CreateRequest, IGNORED_HEADER,
 };
-use crate::api::agents::{Label, Page};
+use crate::http::agents::wire::{Label, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
 use crate::policy::Grant;

@@ -6,8 +6,8 @@ use axum::Json;
 use serde_json::Value;
 
 use super::{page, runtime, value_id, ListQuery, Result};
-use crate::api::agents::objects::runtime_object;
-use crate::api::agents::Page;
+use crate::http::agents::wire::objects::runtime_object;
+use crate::http::agents::wire::Page;
 use crate::http::extract::Query;
 use crate::http::AppState;
 

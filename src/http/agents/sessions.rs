@@ -13,11 +13,11 @@ use super::exec::admit_cli;
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
 use crate::agents::vaults::{record_bindings, Binding, ToolTarget};
 use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
-use crate::api::agents::definitions::tools_of;
-use crate::api::agents::objects::SessionObject;
-use crate::api::agents::requests::{self, INLINE_AGENT_KEYS};
-use crate::api::agents::tools::McpTool;
-use crate::api::agents::{Deleted, Label};
+use crate::http::agents::wire::definitions::tools_of;
+use crate::http::agents::wire::objects::SessionObject;
+use crate::http::agents::wire::requests::{self, INLINE_AGENT_KEYS};
+use crate::http::agents::wire::tools::McpTool;
+use crate::http::agents::wire::{Deleted, Label};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
 use crate::policy::Grant;
@@ -66,7 +66,7 @@ fn plan(agents: &Agents, owner: &str, adapter_header: Option<&str>, body: &Map<S
         }
     };
     let mut workspace = requests::workspace_of(body)?;
-    let mut vault_ids = crate::api::agents::environments::vault_ids(body.get("vault_ids"), "vault_ids")?;
+    let mut vault_ids = crate::http::agents::wire::environments::vault_ids(body.get("vault_ids"), "vault_ids")?;
     let mut env = BTreeMap::new();
     if let Some(bound) = &bound {
         let given = environment.and_then(|e| e.get("workspace_directory")).and_then(Value::as_str);
@@ -150,7 +150,7 @@ pub async fn sessions_list(
     State(app): State<AppState>,
     grant: Grant,
     Query(query): Query<ListQuery>,
-) -> Result<Json<crate::api::agents::Page<SessionObject>>> {
+) -> Result<Json<crate::http::agents::wire::Page<SessionObject>>> {
     let agents = runtime(&app).await;
     let mut objects: Vec<SessionObject> =
         agents.sessions(owner(&grant), SessionKind::Session).iter().map(|s| SessionObject::new(&s.view())).collect();

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{owner, runtime, Result};
 use crate::agents::{AgentError, Subscription};
-use crate::api::agents::events::{is_idle, map, parse_after};
+use crate::http::agents::wire::events::{is_idle, map, parse_after};
 use crate::http::extract::Query;
 use crate::http::AppState;
 use crate::policy::Grant;

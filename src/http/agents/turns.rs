@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::{owner, page, runtime, value_id, ListQuery, Result};
 use crate::agents::{AgentError, Session};
-use crate::api::agents::objects::{item_object, TurnObject};
-use crate::api::agents::Page;
+use crate::http::agents::wire::objects::{item_object, TurnObject};
+use crate::http::agents::wire::Page;
 use crate::http::extract::Query;
 use crate::http::AppState;
 use crate::policy::Grant;

@@ -8,8 +8,8 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, ListQuery, Result};
-use crate::api::agents::vaults::{self as wire, credential_object, vault_object};
-use crate::api::agents::{Deleted, Page};
+use crate::http::agents::wire::vaults::{self as wire, credential_object, vault_object};
+use crate::http::agents::wire::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
 use crate::policy::Grant;

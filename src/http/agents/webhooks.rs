@@ -13,10 +13,10 @@ use serde_json::{Map, Value};
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
 use crate::agents::webhooks::registry::WebhookEndpoint;
 use crate::agents::{AgentError, Agents};
-use crate::api::agents::webhooks::{
+use crate::http::agents::wire::webhooks::{
     endpoint_fields, endpoint_label, rotation, test_event_type, EventTypeList, TestResult, WebhookEndpointObject,
 };
-use crate::api::agents::{Deleted, Page};
+use crate::http::agents::wire::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
 use crate::policy::Grant;

@@ -1,4 +1,7 @@
-//! Wire types of the agents group: the local, OpenAI-shaped Agents API.
+//! The agents group's wire objects (the local, OpenAI-shaped Agents API)
+//! and their mapping from and to the agents domain. They live at the edge:
+//! they are built from the domain's types, and the companion client has no
+//! agents calls.
 //!
 //! Every object carries an `x_agent_sandbox` label ([`Label`]) saying it was
 //! computed locally and which documented differences from the hosted API
