@@ -1102,6 +1102,9 @@ pub static ENDPOINTS: &[Endpoint] = &[
         .params(EXEC_PARAMS)
         .streaming()
         .summary("Execute code in a context; output as NDJSON lines."),
+    code("code_execution_attach", Get, "/executions/{id}", "process_start", &["process:run"])
+        .streaming()
+        .summary("Re-attach to a detached execution after a cursor (this server's extension)."),
     code("code_contexts_create", Post, "/contexts", "process_start", &["process:run"])
         .params(EXEC_PARAMS)
         .paths()
@@ -1186,7 +1189,7 @@ mod tests {
         let streamed: Vec<_> = ENDPOINTS.iter().filter(|e| e.streamed_body).map(|e| e.id).collect();
         assert_eq!(streamed, ["files_content_write", "envd_files_write", "envd_process_stream_input"]);
         assert_eq!(ENDPOINTS.iter().filter(|e| e.port == Port::Envd).count(), 23);
-        assert_eq!(ENDPOINTS.iter().filter(|e| e.port == Port::Code).count(), 6);
+        assert_eq!(ENDPOINTS.iter().filter(|e| e.port == Port::Code).count(), 7);
         let pty: Vec<_> = ENDPOINTS.iter().filter(|e| e.port == Port::Pty).map(|e| e.id).collect();
         assert_eq!(pty, ["pty_connect"]);
     }

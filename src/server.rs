@@ -258,7 +258,12 @@ async fn start_code(
     };
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
     let connections = connections(config, &state.engine);
-    let state = CodeState { app: state.clone(), code: Arc::clone(interpreter), keepalive: config.code.keepalive };
+    let state = CodeState {
+        app: state.clone(),
+        code: Arc::clone(interpreter),
+        keepalive: config.code.keepalive,
+        executions: Arc::default(),
+    };
     let router = code_port::router(state);
     let task = tokio::spawn(http::serve(listener, router, shutdown.clone(), config.shutdown_grace, connections));
     announce("code", addr);

@@ -1,7 +1,8 @@
 //! A seeded, bounded chaos test of the streaming surfaces: producers write
-//! known byte patterns through `/shell/stream` and envd `Start`; their
-//! clients read a random number of events, cut the connection at random
-//! points and resume (`Last-Event-ID`, `Connect`), from the last id or
+//! known byte patterns through `/shell/stream`, envd `Start` and detached
+//! code executions (`X-Abx-Detach: keep`); their clients read a random
+//! number of events, cut the connection at random points and resume
+//! (`Last-Event-ID`, `Connect`, `GET /executions/{id}`), from the last id or
 //! from a random older one. Every byte received is checked against what
 //! was produced: none lost, none duplicated, and where a resume asks for
 //! more than the buffer holds (one producer overflows it on purpose), an
@@ -16,6 +17,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use common::envd::{call, Frames};
+use common::ndjson::{self, Received};
 use common::sse::stream;
 use common::TestServer;
 
@@ -117,6 +119,49 @@ async fn shell_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng) -
     }
     assert!(got == expected, "p{k}: every byte once ({} of {} bytes)", got.len(), expected.len());
     tally.bytes = got.len() as u64;
+    tally
+}
+
+/// One code producer: a detached execution printing the pattern in its own
+/// context, cut at random points and re-attached (`GET /executions/{id}`)
+/// after the last line or (one time in four) an older one. It stays under
+/// the 4 MiB a detached execution holds, so any gap is a failure.
+async fn code_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng) -> Tally {
+    let (lines, width) = (2000 + rng.below(15_000), 16 + rng.below(32) as usize);
+    let pad = width - 2 - k.to_string().len();
+    let code = format!("for n in range(1, {}):\n    print(f'p{k}-{{n:0{pad}}}')\n", lines + 1);
+    let expected: String = (1..=lines).map(|n| format!("p{k}-{n:0pad$}\n")).collect();
+    let mut tally = Tally { producer: k, ..Tally::default() };
+    let context = ndjson::context(server, common::TOKEN).await;
+    let body = json!({"code": code, "context_id": context});
+    let mut answer = ndjson::execute_body(server, common::TOKEN, body, Some("keep")).await;
+    assert_eq!(answer.status, 200, "p{k}: {}", answer.error);
+    let mut got = Received::default();
+    loop {
+        let cut_after = (tally.cuts < cuts).then(|| 1 + rng.below(lines / (cuts - tally.cuts + 1) / 4 + 1));
+        let mut read = 0;
+        while cut_after.is_none_or(|n| read < n) && !got.ended {
+            let (value, raw) =
+                answer.lines.next().await.unwrap_or_else(|| panic!("p{k}: ended without end_of_execution"));
+            got.take(&value, &raw);
+            read += 1;
+        }
+        if got.ended {
+            break;
+        }
+        drop(answer);
+        tally.cuts += 1;
+        if rng.below(4) == 0 && !got.lines.is_empty() {
+            got.rewind(1 + rng.below(got.lines.len() as u64) as usize);
+        }
+        answer =
+            ndjson::attach(server, common::TOKEN, &got.execution.clone(), Some(&got.cursor()), rng.below(2) == 0).await;
+        assert_eq!(answer.status, 200, "p{k}: {}", answer.error);
+    }
+    assert!(got.gaps.is_empty(), "p{k}: nothing lost under the budget: {:?}", got.gaps);
+    let stdout = got.stdout();
+    assert!(stdout == expected, "p{k}: every byte once ({} of {} bytes)", stdout.len(), expected.len());
+    tally.bytes = stdout.len() as u64;
     tally
 }
 
@@ -241,10 +286,10 @@ async fn producers_cut_at_random_lose_nothing_and_count_every_gap() {
         async move {
             let mut rng = Rng(seed ^ (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let share = cuts / producers + u64::from(k < cuts % producers);
-            if k % 2 == 0 {
-                shell_producer(server, k, share, &mut rng).await
-            } else {
-                envd_producer(server, k, share, &mut rng, k == 1).await
+            match k % 3 {
+                0 => shell_producer(server, k, share, &mut rng).await,
+                1 => envd_producer(server, k, share, &mut rng, k == 1).await,
+                _ => code_producer(server, k, share, &mut rng).await,
             }
         }
     });

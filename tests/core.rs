@@ -57,8 +57,8 @@ async fn capabilities_describe_groups_identity_and_endpoints() {
     assert_eq!((doc.group_summary["agents"].enabled, doc.group_summary["agents"].total), (0, 70));
     assert_eq!(
         doc.endpoints.len(),
-        152,
-        "the reference's 116, 4 file extensions, /openapi.json, /metrics, /mcp, envd's 23, the code port's 6"
+        153,
+        "the reference's 116, 4 file extensions, /openapi.json, /metrics, /mcp, envd's 23, the code port's 7"
     );
     let stat = &doc.endpoints["envd_stat"];
     assert_eq!((stat.group.as_str(), stat.path.as_str(), stat.allowed), ("envd", "/filesystem.Filesystem/Stat", true));

@@ -203,6 +203,8 @@ async fn stream(code: &CodeClient, request: &ExecuteRequest) -> Result<(), Failu
             OutputLine::NumberOfExecutions { .. }
             | OutputLine::Keepalive
             | OutputLine::EndOfExecution
+            | OutputLine::Execution { .. }
+            | OutputLine::Gap { .. }
             | OutputLine::Unknown => {}
         }
     }

@@ -249,6 +249,20 @@ pub enum OutputLine {
     },
     /// Nothing happened for a while; the execution is still running.
     Keepalive,
+    /// This server's extension, first line of a detached execution's
+    /// answers (`X-Abx-Detach: keep`): the id to re-attach with.
+    Execution {
+        /// The execution id (`GET /executions/{id}`).
+        execution_id: String,
+    },
+    /// This server's extension: lines a re-attach asked for that were no
+    /// longer held; a cursor moves past them.
+    Gap {
+        /// Lines lost.
+        lines: u64,
+        /// Their bytes, each line with its newline.
+        bytes: u64,
+    },
     /// The execution is over.
     EndOfExecution,
     /// A line type this client does not know.

@@ -3,6 +3,8 @@
 //! - [`contexts`]: the code contexts of the code-interpreter port; each owns
 //!   a [`kernel`], an interpreter running one of the embedded drivers
 //!   (`drivers/`) and speaking the framed [`protocol`] over pipes.
+//! - [`executions`]: executions started with `X-Abx-Detach: keep`, which
+//!   outlive their connection and can be re-attached by id from a cursor.
 //! - [`oneshot`]: `POST /code/run`, one program run to completion.
 //! - [`git`]: `GET /git/status` and `GET /git/diff`.
 //! - [`spawn`]: the one place these start processes.
@@ -10,6 +12,7 @@
 //! Nothing here knows about HTTP.
 
 pub mod contexts;
+pub mod executions;
 pub mod git;
 mod io;
 pub mod kernel;
@@ -72,6 +75,18 @@ pub enum CodeError {
         /// What happened.
         detail: String,
     },
+    /// No detached execution has this id for this caller.
+    #[error(
+        "Execution {0} not found: it was not started with X-Abx-Detach: keep, ended more than {secs} s ago, or is not yours",
+        secs = executions::KEEP_GRACE.as_secs()
+    )]
+    ExecutionNotFound(String),
+    /// A re-attach cursor that is not a position of the execution.
+    #[error("Invalid re-attach cursor: {0}")]
+    BadCursor(String),
+    /// Too many detached executions are kept.
+    #[error("Too many detached executions ({0} kept); re-attach to one or wait until one ends")]
+    TooManyExecutions(usize),
     /// The server is stopping.
     #[error("the server is shutting down")]
     ShuttingDown,

@@ -3,7 +3,11 @@
 //!
 //! `POST /execute` answers NDJSON lines as the execution produces them,
 //! a `keepalive` line after each quiet interval and `end_of_execution`
-//! last; dropping the connection interrupts the execution. `/contexts`
+//! last; dropping the connection interrupts the execution. This server's
+//! extension: with `X-Abx-Detach: keep` the execution outlives its
+//! connection, the answer names it (`X-Abx-Execution-Id` and a first
+//! `execution` line) and `GET /executions/{id}` re-attaches after a cursor
+//! (`Last-Event-ID` or `?after=`; [`crate::code::executions`]). `/contexts`
 //! creates, lists, restarts and deletes contexts (restart and delete answer
 //! 200 `null`, as the code-interpreter server does). Errors are plain text
 //! with the protocol's statuses (404 unknown context, 400 bad request),
@@ -21,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
@@ -32,9 +36,15 @@ use super::code_wire::{commands_unrestricted, context_cwd, Payload, TextError};
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
 use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
-use crate::code::CodeInterpreter;
+use crate::code::executions::{Attached, Delivery, Executions};
+use crate::code::{CodeError, CodeInterpreter};
 use crate::endpoints::{Endpoint, Port, ENDPOINTS};
-use crate::policy::Grant;
+use crate::policy::{owner, Grant, Viewer};
+
+/// The request header that keeps an execution running without its connection.
+pub const DETACH_HEADER: &str = "x-abx-detach";
+/// The answer header naming a detached execution.
+pub const EXECUTION_ID_HEADER: &str = "x-abx-execution-id";
 
 /// State of the code port.
 #[derive(Clone)]
@@ -45,6 +55,8 @@ pub struct CodeState {
     pub code: Arc<CodeInterpreter>,
     /// Quiet time after which a keepalive line is sent.
     pub keepalive: Duration,
+    /// The detached executions.
+    pub executions: Arc<Executions>,
 }
 
 /// The router of the code port: one route per `code_*` row of the endpoint
@@ -73,6 +85,7 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
     let route = match endpoint.id {
         "code_health" => on(filter, health),
         "code_execute" => on(filter, execute),
+        "code_execution_attach" => on(filter, attach),
         "code_contexts_create" => on(filter, create),
         "code_contexts_list" => on(filter, list),
         "code_contexts_restart" => on(filter, restart),
@@ -89,17 +102,94 @@ async fn health() -> Json<&'static str> {
 async fn execute(
     State(state): State<CodeState>,
     grant: Grant,
+    headers: HeaderMap,
     Payload(request): Payload<ExecuteRequest>,
 ) -> Result<Response, TextError> {
     commands_unrestricted(&grant)?;
     let names = request.env_vars.iter().flat_map(|vars| vars.keys());
     let restricted = crate::policy::guards::commands_restricted(grant.engine());
     crate::policy::guards::check_not_dangerous(names, restricted).map_err(TextError::from)?;
-    let lines = state.code.execute(request).await?;
-    let body = Body::from_stream(ndjson(lines, state.keepalive));
+    let detach = match headers.get(DETACH_HEADER).map(HeaderValue::as_bytes) {
+        None => false,
+        Some(b"keep") => true,
+        Some(_) => return Err(CodeError::Invalid("X-Abx-Detach must be 'keep'".into()).into()),
+    };
+    if !detach {
+        let lines = state.code.execute(request).await?;
+        return Ok(ndjson_response(Body::from_stream(ndjson(lines, state.keepalive))));
+    }
+    let kept = state.executions.admit(&viewer(&grant))?;
+    let lines = match state.code.execute(request).await {
+        Ok(lines) => lines,
+        Err(e) => {
+            state.executions.forget(&kept);
+            return Err(e.into());
+        }
+    };
+    Ok(attached_response(state.executions.run(&kept, lines), state.keepalive))
+}
+
+/// `GET /executions/{id}`: re-attaches to a detached execution after the
+/// cursor of `Last-Event-ID` or `?after=` (from its first line without one).
+async fn attach(
+    State(state): State<CodeState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, TextError> {
+    let from_header = headers.get("last-event-id").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let cursor = from_header.or_else(|| query.as_deref().and_then(after_parameter));
+    let attached = state.executions.attach(&id, cursor.as_deref(), &viewer(&grant))?;
+    Ok(attached_response(attached, state.keepalive))
+}
+
+/// The value of the query's `after` parameter (`:` may come as `%3A`).
+fn after_parameter(query: &str) -> Option<String> {
+    let value = query.split('&').find_map(|pair| pair.strip_prefix("after="))?;
+    Some(value.replace("%3A", ":").replace("%3a", ":"))
+}
+
+/// The caller as the owner checks of detached executions see it.
+fn viewer(grant: &Grant) -> Viewer {
+    Viewer::new(grant.identity(), owner::PROCESS_ADMIN)
+}
+
+fn ndjson_response(body: Body) -> Response {
     let mut response = Response::new(body);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
-    Ok(response)
+    response
+}
+
+/// A detached execution's answer: the `execution` line, the lines after the
+/// connection's cursor (a `gap` for those no longer held), keepalives, and
+/// `end_of_execution` once it ended and every line was sent.
+fn attached_response(attached: Attached, keepalive: Duration) -> Response {
+    let id = attached.execution_id().to_string();
+    let first = OutputLine::Execution { execution_id: id.clone() };
+    let head = futures_util::stream::once(async move { Ok::<_, Infallible>(line_bytes(&first)) });
+    let rest = futures_util::stream::unfold(Some(attached), move |attached| async move {
+        let mut attached = attached?;
+        let bytes = match tokio::time::timeout(keepalive, attached.next()).await {
+            Err(_) => line_bytes(&OutputLine::Keepalive),
+            Ok(None) => return None,
+            Ok(Some(Delivery::Line(bytes))) => bytes,
+            Ok(Some(Delivery::Gap(lost))) => line_bytes(&OutputLine::Gap { lines: lost.events, bytes: lost.bytes }),
+            Ok(Some(Delivery::End)) => line_bytes(&OutputLine::EndOfExecution),
+        };
+        Some((Ok(bytes), Some(attached)))
+    });
+    let mut response = ndjson_response(Body::from_stream(futures_util::StreamExt::chain(head, rest)));
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(EXECUTION_ID_HEADER, value);
+    }
+    response
+}
+
+fn line_bytes(line: &OutputLine) -> Bytes {
+    let mut bytes = serde_json::to_vec(line).unwrap_or_else(|_| br#"{"type":"keepalive"}"#.to_vec());
+    bytes.push(b'\n');
+    Bytes::from(bytes)
 }
 
 /// The answer's lines: each line the execution sends, a keepalive after
@@ -119,9 +209,7 @@ fn ndjson(
             Some(line) => (line, Some(lines)),
             None => (OutputLine::EndOfExecution, None),
         };
-        let mut bytes = serde_json::to_vec(&line).unwrap_or_else(|_| br#"{"type":"keepalive"}"#.to_vec());
-        bytes.push(b'\n');
-        Some((Ok(Bytes::from(bytes)), next))
+        Some((Ok(line_bytes(&line)), next))
     })
 }
 

@@ -51,13 +51,16 @@ impl From<Denial> for TextError {
 impl From<CodeError> for TextError {
     fn from(e: CodeError) -> Self {
         let status = match &e {
-            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } => StatusCode::NOT_FOUND,
+            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } | CodeError::ExecutionNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             CodeError::UnsupportedLanguage(_)
             | CodeError::ContextAndLanguage
             | CodeError::InvalidCwd { .. }
+            | CodeError::BadCursor(_)
             | CodeError::Invalid(_) => StatusCode::BAD_REQUEST,
             CodeError::RuntimeMissing { .. } => StatusCode::NOT_IMPLEMENTED,
-            CodeError::TooManyContexts(_) => StatusCode::TOO_MANY_REQUESTS,
+            CodeError::TooManyContexts(_) | CodeError::TooManyExecutions(_) => StatusCode::TOO_MANY_REQUESTS,
             CodeError::StartFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         };

@@ -210,7 +210,15 @@ mod tests {
             (Port::Api, edge::router(app.clone())),
             (Port::Pty, edge::pty::router(app.clone())),
             (Port::Envd, envd::router(EnvdState { app: app.clone(), envd })),
-            (Port::Code, code_port::router(CodeState { app, code, keepalive: std::time::Duration::from_secs(1) })),
+            (
+                Port::Code,
+                code_port::router(CodeState {
+                    app,
+                    code,
+                    keepalive: std::time::Duration::from_secs(1),
+                    executions: Default::default(),
+                }),
+            ),
         ]
     }
 

@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(enabled(&preset), enabled(&none));
         let on_api = enabled(&preset).into_iter().filter(|id| !id.starts_with("envd_") && !id.starts_with("code_"));
         assert_eq!(on_api.count(), 42, "every group but the opt-in ones, and /metrics");
-        assert_eq!(enabled(&preset).len(), 42 + 23 + 6, "and every route of the envd and code ports");
+        assert_eq!(enabled(&preset).len(), 42 + 23 + 7, "and every route of the envd and code ports");
     }
 
     #[test]

@@ -264,3 +264,43 @@ def test_wire_details_are_the_code_interpreter_servers(server, sandbox):
         sandbox.restart_code_context(created.id)
     lines = [json.loads(line) for line in httpx.post(f"{url}/execute", json={"code": "1"}).text.splitlines()]
     assert [line["type"] for line in lines] == ["number_of_executions", "result", "end_of_execution"]
+
+
+def test_a_detached_execution_reads_with_the_sdks_parser_and_reattaches(server, sandbox):
+    """This server's extension (issue 32): ``X-Abx-Detach: keep`` keeps an
+    execution running without its connection. The SDK never sends it, so
+    its own executions are unchanged (and carry no id); a detached answer
+    is the protocol's lines plus an ``execution`` line, which the SDK's own
+    parser ignores, and ``GET /executions/{id}`` after a cursor gives the rest."""
+    from e2b_code_interpreter.models import Execution, parse_output
+
+    url = server.listeners["code"]
+    code = "import time\nfor i in range(400):\n    print(f'n{i}')\n    if i == 200:\n        time.sleep(0.5)\n'done'"
+    plain = sandbox.run_code(code)
+    assert (plain.text, plain.error, "".join(plain.logs.stdout)) == ("done", None, "".join(f"n{i}\n" for i in range(400)))
+    with httpx.stream("POST", f"{url}/execute", json={"code": code}) as response:
+        assert "x-abx-execution-id" not in response.headers
+        assert json.loads(next(response.iter_lines()))["type"] == "number_of_executions"
+
+    execution = Execution()
+    lines = bytes_ = 0
+    with httpx.stream("POST", f"{url}/execute", json={"code": code}, headers={"X-Abx-Detach": "keep"}) as response:
+        execution_id = response.headers["x-abx-execution-id"]
+        for line in response.iter_lines():
+            parse_output(execution, line)
+            kind = json.loads(line)["type"]
+            if kind == "execution":
+                assert json.loads(line) == {"type": "execution", "execution_id": execution_id}
+            elif kind != "keepalive":
+                lines, bytes_ = lines + 1, bytes_ + len(line.encode()) + 1
+            if "n100\n" in execution.logs.stdout:
+                break  # leave mid-execution
+    assert execution.text is None, "left before the end"
+    cursor = f"{execution_id}:{lines}:{bytes_}"
+    with httpx.stream("GET", f"{url}/executions/{execution_id}", headers={"Last-Event-ID": cursor}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            parse_output(execution, line)
+    assert (execution.text, execution.error) == ("done", None)
+    assert "".join(execution.logs.stdout) == "".join(plain.logs.stdout), "every line once, across the two connections"
+    assert execution.execution_count == plain.execution_count + 2

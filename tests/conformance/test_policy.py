@@ -57,8 +57,8 @@ def test_check_agrees_with_discovery_for_every_endpoint(make_server, preset):
             caps = await client.discover()
             assert caps.preset == preset
             assert caps.configured is True
-            assert len(caps.endpoints) == 152, (
-                "the reference's 116, our 4 streaming transfers, /openapi.json, /metrics, /mcp, envd's 23 and the code port's 6"
+            assert len(caps.endpoints) == 153, (
+                "the reference's 116, our 4 streaming transfers, /openapi.json, /metrics, /mcp, envd's 23 and the code port's 7"
             )
             for endpoint in caps.endpoints:
                 decision = await client.check(endpoint)
