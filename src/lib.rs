@@ -64,6 +64,8 @@
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts (no axum).
 //! - [`ids`]: random hex identifiers.
+//! - [`resume`]: what resumable streams share: the registry of kept runs
+//!   found by id and owner, and their connection counts.
 
 // The layout above links every module; a build without some of them has no target for those links.
 #![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
@@ -125,6 +127,8 @@ pub mod process;
 pub mod pty;
 #[cfg(feature = "server")]
 pub mod pyrepr;
+#[cfg(feature = "server")]
+pub mod resume;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]

@@ -16,8 +16,7 @@
 //! then it stops and is forgotten. An ended watch stays resumable for that grace too.
 //! A newer connection to a watch supersedes an older one still attached.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use tokio::sync::{mpsc, watch as signal};
 
 use super::watch::Output;
 use crate::policy::Viewer;
+use crate::resume::{Owned, Presence, Registry};
 
 /// Events a watch holds for a resume.
 pub const RING_EVENTS: usize = 1024;
@@ -117,8 +117,13 @@ pub struct WatchRun {
     ring: Mutex<Ring>,
     /// Bumped on every event pushed.
     pushed: signal::Sender<u64>,
-    /// (connections attached, the newest connection's generation).
-    attached: signal::Sender<(usize, u64)>,
+    attached: Presence,
+}
+
+impl Owned for WatchRun {
+    fn owner(&self) -> &str {
+        &self.owner
+    }
 }
 
 impl WatchRun {
@@ -145,14 +150,7 @@ impl WatchRun {
 
     /// Resolves once no connection has been attached for the grace.
     async fn abandoned(&self) {
-        let mut attached = self.attached.subscribe();
-        loop {
-            let _ = attached.wait_for(|(count, _)| *count == 0).await;
-            let back = attached.wait_for(|(count, _)| *count > 0);
-            if tokio::time::timeout(RESUME_GRACE, back).await.is_err() {
-                return;
-            }
-        }
+        self.attached.abandoned(RESUME_GRACE).await;
     }
 
     /// Attaches a connection after `cursor` (after `ready` without one);
@@ -171,12 +169,7 @@ impl WatchRun {
 
     /// Attaches a connection after the event `after`.
     fn join(self: &Arc<Self>, after: u64) -> Attached {
-        let mut generation = 0;
-        self.attached.send_modify(|(count, newest)| {
-            *count += 1;
-            *newest += 1;
-            generation = *newest;
-        });
+        let generation = self.attached.join();
         Attached { run: Arc::clone(self), generation, next: after + 1, done: false }
     }
 }
@@ -231,23 +224,14 @@ impl Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        self.run.attached.send_modify(|(count, _)| *count = count.saturating_sub(1));
+        self.run.attached.leave();
     }
 }
 
 /// The live and recently ended watches of the daemon.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct WatchRuns {
-    runs: Mutex<HashMap<u64, Arc<WatchRun>>>,
-    next: AtomicU64,
-}
-
-impl Default for WatchRuns {
-    fn default() -> Self {
-        // Ids of one daemon never repeat those of an earlier one, so an old id is unknown, not another watch's.
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros());
-        WatchRuns { runs: Mutex::new(HashMap::new()), next: AtomicU64::new(u64::try_from(seed).unwrap_or(1)) }
-    }
+    runs: Registry<WatchRun>,
 }
 
 impl WatchRuns {
@@ -260,18 +244,16 @@ impl WatchRuns {
         capacity: usize,
         mut events: mpsc::Receiver<Output>,
     ) -> Attached {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let run = Arc::new(WatchRun {
+        let run = self.runs.insert(|id| WatchRun {
             id,
             owner: owner.id().to_string(),
             path,
             capacity: capacity.max(1),
             ring: Mutex::new(Ring { first: 1, events: VecDeque::new(), ended: false }),
             pushed: signal::channel(0).0,
-            attached: signal::channel((0, 0)).0,
+            attached: Presence::default(),
         });
         let first = run.join(0);
-        self.runs.lock().unwrap_or_else(PoisonError::into_inner).insert(id, Arc::clone(&run));
         let runs = Arc::clone(self);
         tokio::spawn(async move {
             {
@@ -288,7 +270,7 @@ impl WatchRuns {
             // Dropping the receiver stops the watch; an ended one waits out its grace.
             drop(events);
             run.abandoned().await;
-            runs.runs.lock().unwrap_or_else(PoisonError::into_inner).remove(&run.id);
+            runs.runs.remove(run.id);
         });
         first
     }
@@ -298,11 +280,7 @@ impl WatchRuns {
     /// # Errors
     /// [`WatchResumeError::Unknown`].
     pub fn find(&self, cursor: WatchCursor, viewer: &Viewer) -> Result<Arc<WatchRun>, WatchResumeError> {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.get(&cursor.watch)
-            .filter(|r| viewer.sees(&r.owner))
-            .cloned()
-            .ok_or(WatchResumeError::Unknown(cursor.watch))
+        self.runs.find(cursor.watch, viewer).ok_or(WatchResumeError::Unknown(cursor.watch))
     }
 }
 

@@ -14,8 +14,6 @@
 //! disconnected stream always was; an ended run stays resumable until no
 //! connection was attached to it for [`RESUME_GRACE`], then it is forgotten.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,6 +24,7 @@ use super::capture::{Bounds, Capture, Lost, SeekError, Subscription};
 use super::output::Stream;
 use crate::api::process::ShellEvent;
 use crate::policy::Viewer;
+use crate::resume::{Owned, Presence, Registry};
 
 /// Line data (both streams) a run keeps for a resume, bytes.
 pub const RESUME_BYTES: usize = 4 * 1024 * 1024;
@@ -121,8 +120,7 @@ pub struct StreamRun {
     lines: Arc<Capture>,
     client: Subscription,
     closing: watch::Sender<Option<Vec<ShellEvent>>>,
-    /// (connections attached, the newest connection's generation).
-    attached: watch::Sender<(usize, u64)>,
+    attached: Presence,
     /// Taken to move the client's cursor: a superseded connection never reads past a resume.
     reading: Mutex<()>,
 }
@@ -145,7 +143,7 @@ impl StreamRun {
             lines,
             client,
             closing: watch::channel(None).0,
-            attached: watch::channel((0, 0)).0,
+            attached: Presence::default(),
             reading: Mutex::new(()),
         }
     }
@@ -165,14 +163,7 @@ impl StreamRun {
 
     /// Resolves once no connection has been attached for its grace.
     pub async fn abandoned(&self) {
-        let mut attached = self.attached.subscribe();
-        loop {
-            let _ = attached.wait_for(|(count, _)| *count == 0).await;
-            let back = attached.wait_for(|(count, _)| *count > 0);
-            if tokio::time::timeout(self.grace, back).await.is_err() {
-                return;
-            }
-        }
+        self.attached.abandoned(self.grace).await;
     }
 
     /// Attaches a connection after `cursor` (from the start without one);
@@ -188,12 +179,7 @@ impl StreamRun {
             run: self.id,
             why,
         })?;
-        let mut generation = 0;
-        self.attached.send_modify(|(count, newest)| {
-            *count += 1;
-            *newest += 1;
-            generation = *newest;
-        });
+        let generation = self.attached.join();
         Ok(Attached { run: Arc::clone(self), generation, queue: std::collections::VecDeque::new(), done: false })
     }
 }
@@ -252,32 +238,26 @@ impl Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        self.run.attached.send_modify(|(count, _)| *count = count.saturating_sub(1));
+        self.run.attached.leave();
+    }
+}
+
+impl Owned for StreamRun {
+    fn owner(&self) -> &str {
+        &self.owner
     }
 }
 
 /// The live and recently ended runs of the daemon.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct StreamRuns {
-    runs: Mutex<HashMap<u64, Arc<StreamRun>>>,
-    next: AtomicU64,
-}
-
-impl Default for StreamRuns {
-    fn default() -> Self {
-        // Ids of one daemon never repeat those of an earlier one, so an old id is unknown, not another run's.
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros());
-        StreamRuns { runs: Mutex::new(HashMap::new()), next: AtomicU64::new(u64::try_from(seed).unwrap_or(1)) }
-    }
+    runs: Registry<StreamRun>,
 }
 
 impl StreamRuns {
     /// A new run owned by `owner`.
     pub fn create(&self, owner: &Viewer) -> Arc<StreamRun> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let run = Arc::new(StreamRun::new(id, owner.id().to_string(), RESUME_GRACE));
-        self.runs.lock().unwrap_or_else(PoisonError::into_inner).insert(id, Arc::clone(&run));
-        run
+        self.runs.insert(|id| StreamRun::new(id, owner.id().to_string(), RESUME_GRACE))
     }
 
     /// Forgets `run` (once it ended) when no connection was attached to it for [`RESUME_GRACE`].
@@ -285,7 +265,7 @@ impl StreamRuns {
         let runs = Arc::clone(self);
         tokio::spawn(async move {
             run.abandoned().await;
-            runs.runs.lock().unwrap_or_else(PoisonError::into_inner).remove(&run.id);
+            runs.runs.remove(run.id);
         });
     }
 
@@ -294,7 +274,6 @@ impl StreamRuns {
     /// # Errors
     /// [`ResumeError::Unknown`].
     pub fn find(&self, cursor: Cursor, viewer: &Viewer) -> Result<Arc<StreamRun>, ResumeError> {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.get(&cursor.run).filter(|r| viewer.sees(&r.owner)).cloned().ok_or(ResumeError::Unknown(cursor.run))
+        self.runs.find(cursor.run, viewer).ok_or(ResumeError::Unknown(cursor.run))
     }
 }
