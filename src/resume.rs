@@ -8,6 +8,8 @@
 //! [`Registry`] (ids that never repeat those of an earlier daemon, found
 //! only by their owner) and count their connections with a [`Presence`]
 //! (how long no client has been attached, which connection is the newest).
+//! Streams of events keep them in a [`Ring`] (bounded, numbered, exact gaps):
+//! envd's `WatchDir` watches (`envd::dir_watches`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,6 +126,133 @@ impl Presence {
     }
 }
 
+/// What a reader at some position finds in a [`Ring`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot<T> {
+    /// This many items from the position on are no longer held; read on from the oldest held one.
+    Gap(u64),
+    /// The item at the position.
+    Item(T),
+    /// Nothing at the position yet.
+    Pending,
+    /// The ring ended before the position.
+    Ended,
+}
+
+#[derive(Debug)]
+struct Held<T> {
+    /// Sequence number of the oldest held item.
+    first: u64,
+    items: std::collections::VecDeque<T>,
+    /// Whether the last item is in (nothing comes after it).
+    ended: bool,
+}
+
+impl<T> Held<T> {
+    fn next(&self) -> u64 {
+        self.first + self.items.len() as u64
+    }
+}
+
+/// A bounded ring of items numbered from 1, for streams of events that a
+/// client resumes by sequence number. It never waits: when full, the
+/// oldest item goes, and a reader that asks for an item no longer held is
+/// told exactly how many it missed ([`Slot::Gap`]). A producer that may be
+/// held back waits for [`Ring::room`] before pushing.
+#[derive(Debug)]
+pub struct Ring<T> {
+    capacity: usize,
+    held: Mutex<Held<T>>,
+    /// The next sequence number, sent on every push.
+    pushed: watch::Sender<u64>,
+    /// The position of the reader that holds the producer back ([`Ring::room`]).
+    read: watch::Sender<u64>,
+}
+
+impl<T: Clone> Ring<T> {
+    /// An empty ring holding at most `capacity` items (at least one).
+    pub fn new(capacity: usize) -> Self {
+        Ring {
+            capacity: capacity.max(1),
+            held: Mutex::new(Held { first: 1, items: std::collections::VecDeque::new(), ended: false }),
+            pushed: watch::channel(1).0,
+            read: watch::channel(1).0,
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held<T>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds an item (`last`: nothing comes after it), evicting the oldest
+    /// when full. An item after the last one is ignored.
+    pub fn push(&self, item: T, last: bool) {
+        let mut held = self.held();
+        if held.ended {
+            return;
+        }
+        held.ended = last;
+        if held.items.len() >= self.capacity {
+            held.items.pop_front();
+            held.first += 1;
+        }
+        held.items.push_back(item);
+        let next = held.next();
+        drop(held);
+        self.pushed.send_replace(next);
+    }
+
+    /// The sequence number the next item gets.
+    pub fn next_seq(&self) -> u64 {
+        self.held().next()
+    }
+
+    /// What is at `seq`.
+    pub fn get(&self, seq: u64) -> Slot<T> {
+        let held = self.held();
+        if seq < held.first {
+            return Slot::Gap(held.first - seq);
+        }
+        let index = usize::try_from(seq - held.first).unwrap_or(usize::MAX);
+        match held.items.get(index) {
+            Some(item) => Slot::Item(item.clone()),
+            None if held.ended => Slot::Ended,
+            None => Slot::Pending,
+        }
+    }
+
+    /// Resolves once an item at `seq` or later was pushed.
+    pub async fn grown_past(&self, seq: u64) {
+        let _ = self.pushed.subscribe().wait_for(|next| *next > seq).await;
+    }
+
+    /// Records that the reader holding the producer back reads `seq` next.
+    pub fn mark_read(&self, seq: u64) {
+        self.read.send_if_modified(|read| {
+            let moved = *read != seq;
+            *read = seq;
+            moved
+        });
+    }
+
+    /// Resolves once a push would evict no item the holding reader has not
+    /// read (the ring has room, or its oldest item was read).
+    pub async fn room(&self) {
+        let mut read = self.read.subscribe();
+        loop {
+            {
+                let held = self.held();
+                if held.items.len() < self.capacity || *read.borrow_and_update() > held.first {
+                    return;
+                }
+            }
+            if read.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +296,35 @@ mod tests {
         presence.leave();
         assert_eq!(presence.count(), 0);
         tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("abandoned").expect("task");
+    }
+
+    #[test]
+    fn a_full_ring_evicts_the_oldest_and_counts_the_gap_exactly() {
+        let ring = Ring::new(3);
+        for i in 1..=5 {
+            ring.push(i, i == 5);
+        }
+        ring.push(6, false);
+        assert_eq!(ring.next_seq(), 6, "nothing after the last item");
+        assert_eq!(ring.get(1), Slot::Gap(2));
+        assert_eq!((ring.get(3), ring.get(5), ring.get(6)), (Slot::Item(3), Slot::Item(5), Slot::Ended));
+        let open = Ring::new(2);
+        open.push("a", false);
+        assert_eq!(open.get(2), Slot::Pending);
+    }
+
+    #[tokio::test]
+    async fn room_waits_until_the_holding_reader_read_the_oldest() {
+        let ring = Arc::new(Ring::new(2));
+        ring.push(1, false);
+        ring.push(2, false);
+        let waiting = tokio::spawn({
+            let ring = Arc::clone(&ring);
+            async move { ring.room().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the oldest item is unread");
+        ring.mark_read(2);
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("room").expect("task");
     }
 }

@@ -1,9 +1,10 @@
 //! A seeded, bounded chaos test of the streaming surfaces: producers write
 //! known byte patterns through `/shell/stream`, envd `Start` and detached
-//! code executions (`X-Abx-Detach: keep`); their clients read a random
-//! number of events, cut the connection at random points and resume
-//! (`Last-Event-ID`, `Connect`, `GET /executions/{id}`), from the last id or
-//! from a random older one. Every byte received is checked against what
+//! code executions (`X-Abx-Detach: keep`), or known files under an envd
+//! `WatchDir`; their clients read a random number of events, cut the
+//! connection at random points and resume (`Last-Event-ID`, `Connect`,
+//! `GET /executions/{id}`, `abx-watch-resume`), from the last id or from a
+//! random older one. Every byte received is checked against what
 //! was produced: none lost, none duplicated, and where a resume asks for
 //! more than the buffer holds (one producer overflows it on purpose), an
 //! explicit gap or `data_loss` with the exact count.
@@ -56,6 +57,8 @@ struct Tally {
     bytes: u64,
     gaps: u64,
     gap_bytes: u64,
+    /// File events checked (watch producers).
+    events: u64,
 }
 
 /// One `/shell/stream` producer, cut `cuts` times at random points.
@@ -259,6 +262,69 @@ async fn envd_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng, ov
     tally
 }
 
+/// One envd `WatchDir` producer: empty files `p<k>-<n>` created one by one
+/// (on a thread, so this single-threaded client does not pace them) while
+/// the client reads, cuts at random points and resumes with
+/// `abx-watch-resume`, from the last event or (one time in four) an older
+/// one. The watch holds more than the producer makes, so a resume never
+/// loses anything: the client must end with each file's `CREATE` and
+/// `CHMOD`, once each, in order.
+async fn watch_producer(server: &TestServer, k: u64, cuts: u64, rng: &mut Rng) -> Tally {
+    const WATCH: &str = "filesystem.Filesystem/WatchDir";
+    let files = 100 + rng.below(300);
+    let dir = format!("w{k}");
+    std::fs::create_dir(server.base.join(&dir)).expect("mkdir");
+    let expected: Vec<(String, String)> = (0..files)
+        .flat_map(|n| ["CREATE", "CHMOD"].map(|t| (format!("p{k}-{n:05}"), format!("EVENT_TYPE_{t}"))))
+        .collect();
+    let mut tally = Tally { producer: k, ..Tally::default() };
+    let (status, _, mut frames) = Frames::open(server, WATCH, json!({ "path": dir }), &[]).await;
+    assert_eq!((status, frames.next().await), (200, Some((0, json!({"start": {}})))), "p{k}");
+    let watch = frames.headers.get("abx-watch-id").and_then(|v| v.to_str().ok()).expect("a watch id").to_string();
+    let base = server.base.join(&dir);
+    let writer = std::thread::spawn(move || {
+        for n in 0..files {
+            std::fs::write(base.join(format!("p{k}-{n:05}")), b"").expect("write");
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+    });
+    let mut got: Vec<(String, String)> = Vec::new();
+    loop {
+        let remaining = (expected.len() - got.len()) as u64;
+        let window = (remaining / (cuts - tally.cuts.min(cuts) + 1)).max(1);
+        let cut_after = (tally.cuts < cuts).then(|| 1 + rng.below(window));
+        let mut read = 0;
+        while got.len() < expected.len() && cut_after.is_none_or(|n| read < n) {
+            let (flags, message) = frames.next().await.expect("a frame");
+            assert_eq!(flags, 0, "p{k}: the watch ended: {message}");
+            if let Some(event) = message.get("filesystem") {
+                let text = |key: &str| event[key].as_str().unwrap_or_default().to_string();
+                got.push((text("name"), text("type")));
+                read += 1;
+            }
+        }
+        if got.len() >= expected.len() {
+            break;
+        }
+        drop(frames);
+        tally.cuts += 1;
+        if !got.is_empty() && rng.below(4) == 0 {
+            got.truncate(rng.below(got.len() as u64) as usize);
+        }
+        let cursor = format!("{watch}:{}", got.len());
+        let (status, _, mut again) =
+            Frames::open(server, WATCH, json!({ "path": dir }), &[("abx-watch-resume", &cursor)]).await;
+        assert_eq!((status, again.next().await), (200, Some((0, json!({"start": {}})))), "p{k}");
+        let lost = again.headers.get("abx-watch-lost").and_then(|v| v.to_str().ok());
+        assert_eq!(lost, Some("0"), "p{k}: the ring holds every event of this producer");
+        frames = again;
+    }
+    writer.join().expect("writer");
+    assert!(got == expected, "p{k}: every file event once, in order ({} of {})", got.len(), expected.len());
+    tally.events = got.len() as u64;
+    tally
+}
+
 /// Waits until no running envd process has `tag` (`List` shows running ones only).
 async fn exited(server: &TestServer, tag: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -286,10 +352,11 @@ async fn producers_cut_at_random_lose_nothing_and_count_every_gap() {
         async move {
             let mut rng = Rng(seed ^ (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let share = cuts / producers + u64::from(k < cuts % producers);
-            match k % 3 {
+            match k % 4 {
                 0 => shell_producer(server, k, share, &mut rng).await,
                 1 => envd_producer(server, k, share, &mut rng, k == 1).await,
-                _ => code_producer(server, k, share, &mut rng).await,
+                2 => code_producer(server, k, share, &mut rng).await,
+                _ => watch_producer(server, k, share, &mut rng).await,
             }
         }
     });
@@ -302,9 +369,10 @@ async fn producers_cut_at_random_lose_nothing_and_count_every_gap() {
     .await;
     let total = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
     eprintln!(
-        "chaos seed {seed:#x}: {producers} producers ({parallel} at once), {} cuts, {} bytes checked, {} gaps ({} bytes, each counted exactly) in {:?}",
+        "chaos seed {seed:#x}: {producers} producers ({parallel} at once), {} cuts, {} bytes and {} file events checked, {} gaps ({} bytes, each counted exactly) in {:?}",
         total(|t| t.cuts),
         total(|t| t.bytes),
+        total(|t| t.events),
         total(|t| t.gaps),
         total(|t| t.gap_bytes),
         started.elapsed()

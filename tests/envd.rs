@@ -129,7 +129,8 @@ async fn a_subscriber_that_leaves_ends_its_watch() {
     let watching = common::inotify_usage(server.pid());
     assert_eq!(watching, Some((1, before + 1)), "one shared instance, one more watched directory");
     drop(frames);
-    // Nothing to await: the server learns of the departure at its next keepalive write.
+    // Nothing to await: the server learns of the departure at its next keepalive write, and the
+    // watch stops once its 5 s resume grace (abx-watch-resume) passed without a client.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while common::inotify_usage(server.pid()).is_some_and(|(_, watches)| watches > before) {
         assert!(std::time::Instant::now() < deadline, "the directory stayed watched after its subscriber left");

@@ -248,3 +248,92 @@ async fn a_quick_tool_is_answered_in_one_event_and_anything_more_by_the_session_
     let gone = read(4, json!({"name": "read", "arguments": {"path": "a.txt"}})).await.expect("send");
     assert_eq!(gone.status().as_u16(), 404);
 }
+
+/// SSE events of a body as it arrives: `(id, JSON-RPC message)` for each event with data.
+struct Events {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl Events {
+    fn of(response: reqwest::Response) -> Events {
+        Events { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
+    async fn next(&mut self) -> Option<(String, Value)> {
+        use futures_util::StreamExt;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| event.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+                let message = field("data:").and_then(|d| serde_json::from_str::<Value>(d).ok());
+                if let (Some(id), Some(message)) = (field("id:"), message) {
+                    return Some((id.to_string(), message));
+                }
+            }
+            let chunk =
+                tokio::time::timeout(Duration::from_secs(20), self.body.next()).await.expect("an event in time");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk?.expect("chunk")));
+        }
+    }
+}
+
+/// Issue 32: a client whose stream drops in the middle of a call resumes
+/// with `GET /mcp` and `Last-Event-ID` and gets every later event, here 100
+/// progress notifications made while it was away and then the answer (the
+/// SDK's cache held 16 messages before, so a resume lost most of them).
+#[tokio::test]
+async fn a_stream_dropped_mid_call_resumes_with_every_event_made_meanwhile() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    let (marker, go) = (server.base.join("marker"), server.base.join("go"));
+    let command = format!(
+        "for i in $(seq 1 100); do echo line$i; done; touch {}; while [ ! -f {} ]; do sleep 0.02; done; echo last",
+        marker.display(),
+        go.display()
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "run", "arguments": {"command": command, "shell": true}, "_meta": {"progressToken": "p"}}});
+    let mut first = Events::of(session.post(&call).send().await.expect("send"));
+    let mut seen: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
+    let (last, message) = first.next().await.expect("a first event");
+    seen.insert(last.clone(), message);
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the command never printed its lines");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resumed = session
+        .http
+        .get(server.at("/mcp"))
+        .header("authorization", format!("Bearer {}", common::TOKEN))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("last-event-id", &last)
+        .send()
+        .await
+        .expect("resume");
+    assert_eq!(resumed.status().as_u16(), 200);
+    let mut resumed = Events::of(resumed);
+    std::fs::write(&go, b"").expect("go");
+    let answer = loop {
+        let (id, message) = resumed.next().await.expect("the answer on the resumed stream");
+        if message["id"] == 7 {
+            break message;
+        }
+        seen.insert(id, message);
+    };
+    assert_eq!(answer["result"]["structuredContent"]["exit_code"], 0, "{answer}");
+    let lines: Vec<String> = seen
+        .values()
+        .filter(|m| m["method"] == "notifications/progress")
+        .filter_map(|m| m["params"]["message"].as_str().map(str::to_string))
+        .collect();
+    let mut expected: Vec<String> = (1..=100).map(|i| format!("line{i}")).collect();
+    expected.push("last".into());
+    let missing: Vec<&String> = expected.iter().filter(|l| !lines.contains(l)).collect();
+    assert!(missing.is_empty(), "{} lines lost on the resume: {missing:?}", missing.len());
+    assert_eq!(lines.len(), expected.len(), "each line once: {lines:?}");
+}

@@ -9,13 +9,15 @@
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
 //! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
 //! - [`watchers`]: `WatchDir` events and the polled watchers of
-//!   `CreateWatcher`/`GetWatcherEvents`, from the inotify watch of [`crate::fs::watch`].
+//!   `CreateWatcher`/`GetWatcherEvents`, from the inotify watch of [`crate::fs::watch`];
+//!   [`dir_watches`]: `WatchDir` watches a client can resume.
 //!
 //! Paths go through the policy's path guard like every request: relative
 //! paths (and `~`) resolve against the base directory, and an empty path is
 //! `/init`'s `defaultWorkdir`, else the base directory.
 
 pub mod access;
+pub mod dir_watches;
 pub mod entry;
 pub mod events;
 pub mod filesystem;
@@ -66,6 +68,9 @@ pub enum EnvdError {
     /// The policy refused it.
     #[error(transparent)]
     Denied(#[from] Denial),
+    /// Events or output were dropped, and how many (`data_loss`).
+    #[error("{0}")]
+    DataLoss(String),
     /// Something failed inside the server (`internal`; details logged).
     #[error("{0}")]
     Internal(String),
@@ -99,6 +104,8 @@ struct Defaults {
 pub struct Envd {
     /// Polled watchers.
     pub watchers: Watchers,
+    /// `WatchDir` watches kept for a resume.
+    pub dir_watches: Arc<dir_watches::DirWatches>,
     /// Processes of `process.Process`.
     pub processes: Arc<processes::Processes>,
     defaults: RwLock<Defaults>,
@@ -117,6 +124,7 @@ impl Envd {
     pub fn new(env: Arc<ChildEnv>, shutdown: CancellationToken, scrollback: usize, registry: Registry) -> Self {
         Envd {
             watchers: Watchers::new(shutdown.clone()),
+            dir_watches: Arc::default(),
             processes: Arc::new(processes::Processes::new(registry, scrollback, shutdown)),
             defaults: RwLock::new(Defaults::default()),
             env,

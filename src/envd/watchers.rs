@@ -16,8 +16,11 @@
 //! has handed over what the kernel queued, so a change made before
 //! `GetWatcherEvents` (a write that returned) is in its answer. Between two
 //! polls the kernel's events wait in a bounded queue (past it, the next poll
-//! rescans and reports the differences). A watcher nobody polled for
-//! [`IDLE_LIMIT`] is removed.
+//! rescans and reports the differences). A watcher holds at most
+//! [`MAX_QUEUED`] events for its poller: when one poll works out more, the
+//! oldest go, and that poll answers `data_loss` with their exact count
+//! instead of the events; the next poll returns the held ones. A watcher
+//! nobody polled for [`IDLE_LIMIT`] is removed.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -181,6 +184,8 @@ struct Queue {
     target: Resolved,
     options: WatchOptions,
     events: VecDeque<FilesystemEvent>,
+    /// Events dropped from the front of `events` since the last poll.
+    lost: u64,
     polled: Option<Instant>,
     ended: bool,
 }
@@ -209,6 +214,7 @@ impl Queue {
                     Item::Event(event) => {
                         if self.events.len() >= MAX_QUEUED {
                             self.events.pop_front();
+                            self.lost += 1;
                         }
                         self.events.push_back(*event);
                     }
@@ -252,8 +258,16 @@ impl Watchers {
         let raw = target.path.display().to_string();
         let polled =
             watch::Polled::start(guard.clone(), target.clone(), &raw, watch_options(options)).map_err(not_found)?;
-        let queue =
-            Queue { watch: polled, guard, target, options, events: VecDeque::new(), polled: Some(now), ended: false };
+        let queue = Queue {
+            watch: polled,
+            guard,
+            target,
+            options,
+            events: VecDeque::new(),
+            lost: 0,
+            polled: Some(now),
+            ended: false,
+        };
         let id = new_id();
         locked(&self.table).insert(id.clone(), Arc::new(Watcher { queue: Mutex::new(queue) }));
         Ok(id)
@@ -263,12 +277,23 @@ impl Watchers {
     /// before this call is in it. Blocking (it reads the file system).
     ///
     /// # Errors
-    /// [`EnvdError::NotFound`] for an unknown (or removed, or expired) id.
+    /// [`EnvdError::NotFound`] for an unknown (or removed, or expired) id;
+    /// [`EnvdError::DataLoss`] with the count when more than [`MAX_QUEUED`]
+    /// events came at once and the oldest were dropped (the next call
+    /// returns the [`MAX_QUEUED`] newest).
     pub fn events(&self, id: &str) -> Result<Vec<FilesystemEvent>, EnvdError> {
         let watcher = locked(&self.table).get(id).cloned().ok_or_else(|| unknown(id))?;
         let mut queue = locked(&watcher.queue);
         queue.polled = Some(Instant::now());
         queue.fill();
+        let lost = std::mem::take(&mut queue.lost);
+        if lost > 0 {
+            return Err(EnvdError::DataLoss(format!(
+                "{lost} events of watcher {id} were lost: more than {MAX_QUEUED} changes came between two \
+                 polls and the oldest were dropped; the next GetWatcherEvents returns the {} newest",
+                queue.events.len()
+            )));
+        }
         Ok(queue.events.drain(..).collect())
     }
 

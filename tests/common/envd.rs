@@ -38,6 +38,8 @@ pub fn envelope(flags: u8, body: &Value) -> Vec<u8> {
 
 /// The frames of a server stream, as `(flags, message)`, read as they arrive.
 pub struct Frames {
+    /// The response's headers.
+    pub headers: reqwest::header::HeaderMap,
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     buffer: Vec<u8>,
 }
@@ -60,7 +62,8 @@ impl Frames {
         let response = request.send().await.expect("send");
         let status = response.status().as_u16();
         let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        (status, kind, Frames { body: Box::pin(response.bytes_stream()), buffer: Vec::new() })
+        let headers = response.headers().clone();
+        (status, kind, Frames { headers, body: Box::pin(response.bytes_stream()), buffer: Vec::new() })
     }
 
     pub async fn next(&mut self) -> Option<(u8, Value)> {

@@ -115,6 +115,25 @@ def test_files_watch_dir_polled(sandbox):
     handle.stop()
 
 
+def test_a_polled_watcher_that_overflowed_raises_data_loss_then_returns_the_rest(plane):
+    """Issue 32: more events between two polls than a watcher holds (10,000)
+    are never dropped silently: the SDK's `get_new_events` raises with the
+    exact count, and the next call returns the held events."""
+    sbx = e2b.Sandbox.create()
+    (plane.base / "burst").mkdir()
+    handle = sbx.files.watch_dir("burst")
+    files = 5300
+    for i in range(files):
+        (plane.base / "burst" / f"f{i:05}").write_bytes(b"")
+    with pytest.raises(e2b.SandboxException) as lost:
+        handle.get_new_events()
+    message = str(lost.value)
+    assert "data_loss" in message.lower() and f"{2 * files - 10_000} events of watcher" in message, message
+    assert len(handle.get_new_events()) == 10_000
+    assert handle.get_new_events() == []
+    handle.stop()
+
+
 def test_a_100_mib_file_streams_both_ways(plane):
     sbx = e2b.Sandbox.create()
     block = hashlib.sha256(b"seed").digest() * (MIB // 32)

@@ -2,8 +2,10 @@
 //! rule of its row (governed by its native endpoint), served by
 //! [`crate::envd`] on the blocking pool as the grant's user.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use axum::response::Response;
 use futures_util::StreamExt;
 
@@ -15,10 +17,11 @@ use crate::api::envd::filesystem::{
     WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
 };
 use crate::endpoints::Limit;
+use crate::envd::dir_watches::{DirCursor, DirResumeError, Resumed, Target};
 use crate::envd::filesystem as ops;
 use crate::envd::watchers::{self, Item, WatchOptions};
 use crate::fs::safe;
-use crate::policy::{Grant, Op, PathGuard};
+use crate::policy::{owner, Grant, Op, PathGuard, Viewer};
 
 /// The caller's path as the guard takes it, and the guard of the grant's rule.
 fn prepared(state: &EnvdState, grant: &Grant, raw: &str) -> Result<(PathGuard, String), ConnectError> {
@@ -79,54 +82,97 @@ pub async fn remove(call: Call) -> Response {
     .await
 }
 
-/// Starts a watch for `req` (the policy's `max_duration_seconds` of
-/// `files_watch`, when set, bounds it like the call's own deadline).
-async fn open_watch(
+/// Request header of a `WatchDir` that resumes a watch (ours):
+/// `<watch>:<events received>`.
+pub const RESUME_HEADER: &str = "abx-watch-resume";
+/// Response header of every `WatchDir`: the watch's id (ours).
+pub const WATCH_HEADER: &str = "abx-watch-id";
+/// Response header of a resumed `WatchDir`: the events after the cursor
+/// the watch no longer held (ours).
+pub const LOST_HEADER: &str = "abx-watch-lost";
+
+/// The policy's `max_duration_seconds` of `files_watch`, when set: it
+/// bounds a stream like the call's own deadline.
+fn duration_cap(grant: &Grant) -> Option<Duration> {
+    grant.limit(Limit::MaxDurationSeconds).map(|v| Duration::from_secs_f64(v.as_f64().max(0.0)))
+}
+
+/// Attaches the stream of `req` to a new watch, or with `cursor` to the
+/// watch it names, after the events the client received.
+async fn attach_watch(
     state: &EnvdState,
     grant: &Grant,
     req: &WatchRequest,
-) -> Result<(tokio::sync::mpsc::Receiver<Item>, Option<Duration>), ConnectError> {
-    let cap = grant.limit(Limit::MaxDurationSeconds).map(|v| Duration::from_secs_f64(v.as_f64().max(0.0)));
+    cursor: Option<DirCursor>,
+) -> Result<Resumed, ConnectError> {
     let (guard, raw) = prepared(state, grant, &req.path)?;
     let options = WatchOptions { recursive: req.recursive, include_entry: req.include_entry };
+    let viewer = Viewer::new(grant.identity(), owner::PROCESS_ADMIN);
+    let invalid = |e: DirResumeError| ConnectError::new(connect::Code::InvalidArgument, e.to_string());
+    if let Some(cursor) = cursor {
+        let path = state
+            .blocking_as(grant, move |_| Ok(safe::resolve(&guard, &raw, Op::Read, "")?.path.display().to_string()))
+            .await?;
+        return state.envd.dir_watches.resume(cursor, &Target::new(path, options), &viewer).map_err(invalid);
+    }
     let shutdown = state.app.shutdown.clone();
     let runtime = tokio::runtime::Handle::current();
-    let items = state
+    let (path, items) = state
         .blocking_as(grant, move |_| {
             let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-            watchers::start(guard, target, options, shutdown, runtime)
+            let path = target.path.display().to_string();
+            watchers::start(guard, target, options, shutdown, runtime).map(|items| (path, items))
         })
         .await?;
-    Ok((items, cap))
+    Ok(state.envd.dir_watches.keep(&viewer, Target::new(path, options), items))
 }
 
 /// `WatchDir`: `start`, then events, a keepalive after each quiet interval,
 /// until the client leaves, the deadline passes, or the directory goes away.
+/// With [`RESUME_HEADER`] (ours), the events of that watch after the
+/// cursor instead ([`crate::envd::dir_watches`]).
 pub async fn watch_dir(call: Call) -> Response {
     let started = tokio::time::Instant::now();
-    call.stream(|state, grant, req: WatchRequest, mut options: CallOptions| async move {
-        let (items, cap) = open_watch(&state, &grant, &req).await?;
-        if let Some(cap) = cap {
-            options.timeout = Some(options.timeout.map_or(cap, |t| t.min(cap)));
-        }
-        let events = futures_util::stream::unfold(items, |mut items| async move {
-            let item = items.recv().await?;
-            Some((item, items))
+    let cursor = call.headers.get(RESUME_HEADER).map(|v| {
+        let text = v.to_str().unwrap_or("");
+        DirCursor::parse(text).map_err(|e| ConnectError::new(connect::Code::InvalidArgument, e.to_string()))
+    });
+    let named = Arc::new(OnceLock::new());
+    let seen = Arc::clone(&named);
+    let mut response = call
+        .stream(|state, grant, req: WatchRequest, mut options: CallOptions| async move {
+            let cursor = cursor.transpose()?;
+            let resumed = attach_watch(&state, &grant, &req, cursor).await?;
+            let _ = seen.set((resumed.watch, cursor.map(|_| resumed.lost)));
+            if let Some(cap) = duration_cap(&grant) {
+                options.timeout = Some(options.timeout.map_or(cap, |t| t.min(cap)));
+            }
+            let events = futures_util::stream::unfold(resumed.attached, |mut attached| async move {
+                let item = attached.next().await?;
+                Some((item, attached))
+            })
+            .map(|item| match item {
+                Item::Event(event) => Paced::Message(WatchDirResponse::Filesystem(event)),
+                Item::End("shutdown") => {
+                    Paced::Fail(ConnectError::new(connect::Code::Unavailable, "the server is shutting down"))
+                }
+                Item::End(_) => {
+                    Paced::Fail(ConnectError::new(connect::Code::NotFound, "the watched directory was removed"))
+                }
+            });
+            let source =
+                futures_util::stream::once(async { Paced::Message(WatchDirResponse::Start(Empty {})) }).chain(events);
+            Ok(pace::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})))
         })
-        .map(|item| match item {
-            Item::Event(event) => Paced::Message(WatchDirResponse::Filesystem(event)),
-            Item::End("shutdown") => {
-                Paced::Fail(ConnectError::new(connect::Code::Unavailable, "the server is shutting down"))
-            }
-            Item::End(_) => {
-                Paced::Fail(ConnectError::new(connect::Code::NotFound, "the watched directory was removed"))
-            }
-        });
-        let source =
-            futures_util::stream::once(async { Paced::Message(WatchDirResponse::Start(Empty {})) }).chain(events);
-        Ok(pace::paced(source, options, started, || WatchDirResponse::Keepalive(Empty {})))
-    })
-    .await
+        .await;
+    if let Some((watch, lost)) = named.get() {
+        let headers = response.headers_mut();
+        headers.insert(WATCH_HEADER, HeaderValue::from(*watch));
+        if let Some(lost) = lost {
+            headers.insert(LOST_HEADER, HeaderValue::from(*lost));
+        }
+    }
+    response
 }
 
 /// `CreateWatcher`: a watch whose events wait for `GetWatcherEvents`.

@@ -225,6 +225,7 @@ impl From<EnvdError> for ConnectError {
             EnvdError::Exhausted(_) => Code::ResourceExhausted,
             EnvdError::Denied(denial) => return ConnectError::from(denial.clone()),
             EnvdError::Fs(fs) => fs_code(fs),
+            EnvdError::DataLoss(_) => Code::DataLoss,
             EnvdError::Internal(_) => Code::Internal,
         };
         if code == Code::Internal {

@@ -53,6 +53,11 @@ use crate::policy::Grant;
 pub const DEFAULT_MAX_SESSIONS: usize = 32;
 /// A legacy session with no request for this long is closed.
 const SESSION_IDLE: Duration = Duration::from_secs(600);
+/// Messages of each of a session's streams the SDK keeps for a resume
+/// (`Last-Event-ID`); its default, 16, lost most of a `run`'s progress
+/// notifications made while a client was away. It also bounds what waits
+/// for a slow reader before the session is held back.
+const RESUME_MESSAGES: usize = 256;
 /// The header naming a legacy session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -89,6 +94,7 @@ impl Mcp {
         self.service.get_or_init(|| {
             let mut sessions = LocalSessionManager::default();
             sessions.session_config.keep_alive = Some(SESSION_IDLE);
+            sessions.session_config.channel_capacity = RESUME_MESSAGES;
             let sessions = Arc::new(sessions);
             let config = StreamableHttpServerConfig::default()
                 .disable_allowed_hosts()
