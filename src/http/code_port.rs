@@ -95,7 +95,7 @@ async fn execute(
     let names = request.env_vars.iter().flat_map(|vars| vars.keys());
     let restricted = crate::policy::guards::commands_restricted(grant.engine());
     crate::policy::guards::check_not_dangerous(names, restricted).map_err(TextError::from)?;
-    let lines = state.code.execute(request).await?;
+    let lines = state.code.execute(request, grant.program_user()).await?;
     let body = Body::from_stream(ndjson(lines, state.keepalive));
     let mut response = Response::new(body);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
@@ -132,20 +132,20 @@ async fn create(
 ) -> Result<Json<ContextInfo>, TextError> {
     commands_unrestricted(&grant)?;
     let cwd = context_cwd(&grant, request.cwd.as_deref())?;
-    Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref()).await?))
+    Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref(), grant.program_user()).await?))
 }
 
-async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
-    Json(state.code.list())
+async fn list(State(state): State<CodeState>, grant: Grant) -> Json<Vec<ContextInfo>> {
+    Json(state.code.list(grant.program_user()))
 }
 
 async fn restart(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     commands_unrestricted(&grant)?;
-    state.code.restart(&id).await?;
+    state.code.restart(&id, grant.program_user()).await?;
     Ok(Json(()))
 }
 
-async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
-    state.code.delete(&id).await?;
+async fn remove(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
+    state.code.delete(&id, grant.program_user()).await?;
     Ok(Json(()))
 }
