@@ -7,7 +7,8 @@
 //! daemon itself inherited as ignored (see [`inherited_ignored`]),
 //! optionally starts a new session (terminals), and
 //! optionally drops to another user (supplementary groups, group, user, in
-//! that order, after everything that needs root). Everything the hook uses is
+//! that order, after everything that needs root; then `no_new_privs` for a
+//! policy identity's user). Everything the hook uses is
 //! computed beforehand; the hook itself only makes system calls.
 //! [`pidfd_open`] and [`readable_source`] let a task await a child's exit on
 //! the runtime's epoll. [`tune_allocator`] bounds glibc's heap at start.
@@ -32,6 +33,10 @@ pub struct RunAs {
     pub gid: Gid,
     /// Supplementary groups.
     pub groups: Vec<Gid>,
+    /// Also set `no_new_privs`, so no set-user-ID program or file capability
+    /// can give the child back what dropping to this user took away (the
+    /// user a policy identity runs as).
+    pub no_new_privs: bool,
 }
 
 /// What a child sets up for itself before `exec`.
@@ -125,6 +130,9 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
             setgroups(&c.groups).map_err(io::Error::from)?;
             setgid(c.gid).map_err(io::Error::from)?;
             setuid(c.uid).map_err(io::Error::from)?;
+            if c.no_new_privs {
+                nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
+            }
         }
         Ok(())
     };
@@ -133,7 +141,7 @@ pub fn prepare_child(command: &mut Command, setup: ChildSetup) {
     // (the value, path and credentials were prepared above) and only makes
     // the system calls sigaction, prctl(PR_SET_PDEATHSIG), open, write, close, setsid, the TIOCSCTTY ioctl on
     // fd 0 (which std has already pointed at the terminal), setgroups,
-    // setgid and setuid, all async-signal-safe. Errors are built from raw errno values,
+    // setgid, setuid and prctl(PR_SET_NO_NEW_PRIVS), all async-signal-safe. Errors are built from raw errno values,
     // which does not allocate.
     unsafe {
         command.pre_exec(hook);

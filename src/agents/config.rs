@@ -78,6 +78,9 @@ pub struct AgentsConfig {
     pub webhook_allow_http: bool,
     /// Largest file blob, template or environment file.
     pub max_file_bytes: u64,
+    /// The user each identity's CLIs run as, by identity id (from the
+    /// policy's `auth.tokens[].user`; identities not here run as the daemon).
+    pub users: std::collections::BTreeMap<String, std::sync::Arc<crate::policy::IdentityUser>>,
 }
 
 /// What one caller (policy identity) may keep at once. Each is counted
@@ -146,6 +149,7 @@ impl Default for AgentsConfig {
             allow_private_urls: false,
             webhook_allow_http: false,
             max_file_bytes: 10 * 1024 * 1024,
+            users: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -102,25 +102,38 @@ pub fn which(program: &str, path: &str) -> Option<PathBuf> {
     path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| executable(p))
 }
 
-/// Creates the workspace directory if needed.
+/// Creates the workspace directory if needed, owned by `user` (the user the
+/// session owner's CLIs run as) when it names one.
 ///
 /// # Errors
 /// A `workspace_error` failure when it cannot be created.
-pub fn prepare_workspace(path: &str) -> Result<PathBuf, Failure> {
+pub fn prepare_workspace(path: &str, user: Option<&crate::policy::IdentityUser>) -> Result<PathBuf, Failure> {
     let dir = PathBuf::from(path);
+    let created = !dir.exists();
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return Err(Failure::new("workspace_error", format!("cannot create workspace {path}: {e}")));
+    }
+    if created {
+        // Created for the owner's CLI: it runs as the owner identity's user, when it names one.
+        if let Err(e) = crate::policy::user::give(user, &dir) {
+            return Err(Failure::new("workspace_error", format!("cannot give workspace {path} to its user: {e}")));
+        }
     }
     Ok(dir)
 }
 
-/// Writes (or merges into) one file an adapter asked for.
+/// Writes (or merges into) one file an adapter asked for, owned by `user`
+/// (the user the CLI runs as) when it names one.
 ///
 /// # Errors
 /// It cannot be written.
-pub fn write_file(file: &InvocationFile) -> std::io::Result<()> {
+pub fn write_file(file: &InvocationFile, user: Option<&crate::policy::IdentityUser>) -> std::io::Result<()> {
     if let Some(parent) = file.path.parent() {
+        let created = !parent.exists();
         super::journal::private_dir(parent)?;
+        if created {
+            crate::policy::user::give(user, parent)?;
+        }
     }
     let mut content = file.content.clone();
     if let Some(key) = file.merge_key {
@@ -129,7 +142,9 @@ pub fn write_file(file: &InvocationFile) -> std::io::Result<()> {
         }
     }
     let mut out = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&file.path)?;
-    out.write_all(&content)
+    out.write_all(&content)?;
+    // The CLI that reads it runs as `user`, when the session owner names one.
+    crate::policy::user::give(user, &file.path)
 }
 
 /// The existing JSON file at `path` with `incoming[key]`'s entries merged into its `key`.
@@ -182,7 +197,7 @@ mod tests {
             content: br#"{"mcpServers":{"new":{}}}"#.to_vec(),
             merge_key: Some("mcpServers"),
         };
-        write_file(&file).expect("write");
+        write_file(&file, None).expect("write");
         let back: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
         assert_eq!(back["theme"], "dark");
         assert!(back["mcpServers"]["old"].is_object() && back["mcpServers"]["new"].is_object());

@@ -55,6 +55,16 @@ pub struct TurnInput {
     pub extra: Map<String, Value>,
 }
 
+/// What one turn's CLI is started with, beside its adapter and spec.
+struct Launch<'a> {
+    prompt: String,
+    workdir: PathBuf,
+    native: Option<String>,
+    cancel: CancellationToken,
+    /// The user it runs as (the session owner's), `None`: the daemon's.
+    user: Option<&'a crate::policy::IdentityUser>,
+}
+
 impl Agents {
     /// Queues a turn; it starts at once when the session is idle. Returns its record.
     ///
@@ -234,7 +244,10 @@ impl Agents {
         redactor.add(redact.iter().map(String::as_str));
         let adapter = self.adapters.get(&spec.runtime);
         let hosts = self.check_credential_hosts(&bound).await;
-        let outcome = match (adapter, hosts.and_then(|()| super::procenv::prepare_workspace(&spec.workspace))) {
+        // The CLI runs as the user the owner identity names, if any.
+        let user = self.config.users.get(&session.meta().owner).cloned();
+        let workspace = hosts.and_then(|()| super::procenv::prepare_workspace(&spec.workspace, user.as_deref()));
+        let outcome = match (adapter, workspace) {
             (None, _) => (
                 Outcome::Failed(Failure::new("invalid_request", format!("unknown runtime {}", spec.runtime))),
                 Vec::new(),
@@ -243,7 +256,8 @@ impl Agents {
             (Some(adapter), Ok(workdir)) => {
                 let cwd = Some(workdir.display().to_string());
                 let mut builder = TurnBuilder::new(session, turn_id, redactor.clone(), adapter.descriptor().name, cwd);
-                let outcome = self.launch(adapter, &spec, prompt, workdir.clone(), native, cancel, &mut builder).await;
+                let turn = Launch { prompt, workdir: workdir.clone(), native, cancel, user: user.as_deref() };
+                let outcome = self.launch(adapter, &spec, turn, &mut builder).await;
                 builder.finalize(outcome != Outcome::Completed);
                 let reported =
                     if outcome == Outcome::Completed { std::mem::take(&mut builder.reported) } else { Vec::new() };
@@ -266,23 +280,23 @@ impl Agents {
     }
 
     /// Builds the invocation, starts the CLI and supervises it.
-    #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
         adapter: &dyn super::adapters::Adapter,
         spec: &AgentSpec,
-        prompt: String,
-        workdir: PathBuf,
-        native: Option<String>,
-        cancel: CancellationToken,
+        turn: Launch<'_>,
         builder: &mut TurnBuilder<'_>,
     ) -> Outcome {
+        let Launch { prompt, workdir, native, cancel, user } = turn;
         let turn_dir = match tempfile::Builder::new().prefix("abx-agent-turn-").tempdir() {
             Ok(dir) => dir,
             Err(e) => {
                 return Outcome::Failed(Failure::new("sandbox_error", format!("cannot create a turn directory: {e}")))
             }
         };
+        if let Err(e) = crate::policy::user::give(user, turn_dir.path()) {
+            return Outcome::Failed(Failure::new("sandbox_error", format!("cannot give the turn directory away: {e}")));
+        }
         let ctx = TurnContext {
             spec,
             prompt,
@@ -293,15 +307,18 @@ impl Agents {
         };
         let invocation = adapter.invocation(&ctx);
         for file in &invocation.files {
-            if let Err(e) = super::procenv::write_file(file) {
+            if let Err(e) = super::procenv::write_file(file, user) {
                 return Outcome::Failed(Failure::new(
                     "workspace_error",
                     format!("cannot write {}: {e}", file.path.display()),
                 ));
             }
         }
-        let env =
+        let mut env =
             super::procenv::child_env(&self.child_env(), &self.config.passthrough_env, adapter, &invocation.env, spec);
+        if let Some(user) = user {
+            user.login_env(&mut env);
+        }
         let Some(first) = invocation.argv.first().cloned() else {
             return Outcome::Failed(Failure::new("invalid_request", "the runtime has no program to run"));
         };
@@ -319,7 +336,7 @@ impl Agents {
             cwd: Some(workdir),
             env,
             timeout: None,
-            credentials: None,
+            credentials: user.map(crate::policy::IdentityUser::run_as),
         };
         let mut parser = adapter.parser(&ctx);
         let run = Run {

@@ -96,31 +96,45 @@ pub fn run(args: CheckConfigArgs) -> ExitCode {
     }
 }
 
-/// Every child runs as the daemon's user, so identities that may each start
-/// programs can read each other's children (an agent CLI's vault tokens in
-/// `/proc/<pid>/environ`, the files they write): said when two or more
-/// identities may reach an enabled endpoint that starts programs.
+/// Children of identities without a user of their own run as the daemon's
+/// user, so identities that may each start programs can read each other's
+/// children (an agent CLI's vault tokens in `/proc/<pid>/environ`, the files
+/// they write): said when two or more identities may reach an enabled
+/// endpoint that starts programs, unless each of them names its own user
+/// (`auth.tokens[].user`), distinct from the others' and from the daemon's.
 fn shared_user_warning(engine: &PolicyEngine) -> Option<String> {
     let starts_programs: Vec<&EffectiveRule> = engine
         .rules()
         .iter()
         .filter(|r| r.enabled && (r.endpoint.runs_programs() || r.endpoint.has(Power::RunsRegistered)))
         .collect();
-    let runners: Vec<&str> = engine
+    let runners: Vec<&Identity> = engine
         .authenticator()
         .tokens()
         .iter()
         .map(|t| t.identity())
         .filter(|identity| starts_programs.iter().any(|r| identity.missing(&r.scopes).is_none()))
+        .collect();
+    if runners.len() < 2 {
+        return None;
+    }
+    let own_uid = |identity: &Identity| identity.user.as_deref().filter(|u| !u.is_daemons()).map(|u| u.uid);
+    let shared: Vec<&str> = runners
+        .iter()
+        .filter(|identity| match own_uid(identity) {
+            None => true,
+            Some(uid) => runners.iter().filter(|other| own_uid(other) == Some(uid)).count() > 1,
+        })
         .map(|identity| identity.id.as_str())
         .collect();
-    (runners.len() >= 2).then(|| {
+    (!shared.is_empty()).then(|| {
         format!(
-            "identities {} may each start programs, and every child runs as the daemon's user (uid {}): \
-             one identity's processes can read another's secrets (an agent CLI's vault tokens in \
-             /proc/<pid>/environ) and files; give identities that must not see each other their own \
-             sandboxes (docs/security.md, identities that share one sandbox)",
-            runners.join(", "),
+            "identities {} may each start programs, and {} run as a user another of them shares \
+             (the daemon's is uid {}): one identity's processes can read another's secrets (an agent \
+             CLI's vault tokens in /proc/<pid>/environ) and files; give each identity its own user \
+             (auth.tokens[].user) or its own sandbox (docs/security.md, identities that share one sandbox)",
+            runners.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", "),
+            shared.join(", "),
             nix::unistd::Uid::effective()
         )
     })

@@ -12,6 +12,11 @@
 //! Contexts created through the API are bounded in number, and those idle
 //! past the configured lifetime are removed (the two built-in defaults only
 //! lose their interpreter, which the next execution starts again).
+//!
+//! A caller whose identity names a user (`auth.tokens[].user`) sees only the
+//! contexts that run as that user, and its executions without a context id
+//! run in that user's own default context: one identity's interpreter (and
+//! its variables) is never another's.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -28,6 +33,10 @@ use super::language::{Interpreters, Language};
 use super::{new_id, CodeError};
 use crate::api::code::{ContextInfo, ExecuteRequest, OutputLine};
 use crate::environment::ChildEnv;
+use crate::policy::IdentityUser;
+
+mod idle;
+use self::idle::reap_idle;
 
 /// Lines buffered between a running execution and its client.
 const SINK_CAPACITY: usize = 32;
@@ -59,7 +68,8 @@ pub struct CodeInterpreter {
 #[derive(Default)]
 struct Registry {
     contexts: HashMap<String, Arc<Context>>,
-    defaults: HashMap<Language, String>,
+    /// Default contexts by language and the uid they run as (`None`: the daemon's).
+    defaults: HashMap<(Language, Option<u32>), String>,
     expired: VecDeque<String>,
     starting: usize,
     created: u64,
@@ -74,6 +84,8 @@ pub struct Context {
     builtin: bool,
     language: Language,
     cwd: PathBuf,
+    /// The user its interpreter runs as, `None`: the daemon's.
+    user: Option<IdentityUser>,
     kernel: tokio::sync::Mutex<Option<Kernel>>,
     counter: AtomicU64,
     activity: Mutex<Activity>,
@@ -126,6 +138,10 @@ impl Context {
         (activity.running == 0).then(|| activity.last.elapsed())
     }
 
+    fn uid(&self) -> Option<u32> {
+        self.user.as_ref().map(|u| u.uid)
+    }
+
     /// The interpreter's pid, when one runs.
     pub async fn pid(&self) -> Option<i32> {
         self.kernel.lock().await.as_ref().filter(|k| k.death().is_none()).map(Kernel::pid)
@@ -145,11 +161,13 @@ impl CodeInterpreter {
             shutdown,
         });
         for language in [Language::Python, Language::JavaScript] {
-            if language == Language::JavaScript && interpreter.spec(language, &interpreter.config.base_dir).is_err() {
+            if language == Language::JavaScript
+                && interpreter.spec(language, &interpreter.config.base_dir, None).is_err()
+            {
                 continue;
             }
-            let context = interpreter.register(language, interpreter.config.base_dir.clone(), None, true);
-            interpreter.lock().defaults.insert(language, context.id.clone());
+            let context = interpreter.register(language, interpreter.config.base_dir.clone(), None, true, None);
+            interpreter.lock().defaults.insert((language, None), context.id.clone());
         }
         if let Some(idle) = interpreter.config.idle_timeout {
             tokio::spawn(reap_idle(Arc::downgrade(&interpreter), idle, interpreter.shutdown.clone()));
@@ -161,29 +179,47 @@ impl CodeInterpreter {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `POST /contexts`: starts a context and waits until it is ready.
+    /// `POST /contexts`: starts a context running as `user` (the caller
+    /// identity's, `None`: the daemon's) and waits until it is ready.
     ///
     /// # Errors
     /// An unsupported language, a missing interpreter, a bad `cwd`, the
     /// context limit, or an interpreter that does not start.
-    pub async fn create(&self, language: Option<&str>, cwd: Option<&str>) -> Result<ContextInfo, CodeError> {
+    pub async fn create(
+        &self,
+        language: Option<&str>,
+        cwd: Option<&str>,
+        user: Option<&IdentityUser>,
+    ) -> Result<ContextInfo, CodeError> {
         let language = Language::parse(language)?;
         let cwd = self.resolve_cwd(cwd).await?;
-        let context = self.start_context(language, cwd).await?;
+        let context = self.start_context(language, cwd, user).await?;
         Ok(context.info())
     }
 
-    async fn start_context(&self, language: Language, cwd: PathBuf) -> Result<Arc<Context>, CodeError> {
-        let spec = self.spec(language, &cwd)?;
+    async fn start_context(
+        &self,
+        language: Language,
+        cwd: PathBuf,
+        user: Option<&IdentityUser>,
+    ) -> Result<Arc<Context>, CodeError> {
+        let spec = self.spec(language, &cwd, user)?;
         let _reservation = self.reserve()?;
         let kernel = start(spec).await?;
         if self.shutdown.is_cancelled() {
             return Err(CodeError::ShuttingDown);
         }
-        Ok(self.register(language, cwd, Some(kernel), false))
+        Ok(self.register(language, cwd, Some(kernel), false, user.cloned()))
     }
 
-    fn register(&self, language: Language, cwd: PathBuf, kernel: Option<Kernel>, builtin: bool) -> Arc<Context> {
+    fn register(
+        &self,
+        language: Language,
+        cwd: PathBuf,
+        kernel: Option<Kernel>,
+        builtin: bool,
+        user: Option<IdentityUser>,
+    ) -> Arc<Context> {
         let mut registry = self.lock();
         registry.created += 1;
         let context = Arc::new(Context {
@@ -192,6 +228,7 @@ impl CodeInterpreter {
             builtin,
             language,
             cwd,
+            user,
             kernel: tokio::sync::Mutex::new(kernel),
             counter: AtomicU64::new(0),
             activity: Mutex::new(Activity { last: Instant::now(), running: 0 }),
@@ -200,21 +237,31 @@ impl CodeInterpreter {
         context
     }
 
-    /// `GET /contexts`, in creation order.
-    pub fn list(&self) -> Vec<ContextInfo> {
+    /// How many contexts there are, whoever they run as.
+    pub fn count(&self) -> usize {
+        self.lock().contexts.len()
+    }
+
+    /// `GET /contexts`: those running as `user`, in creation order.
+    pub fn list(&self, user: Option<&IdentityUser>) -> Vec<ContextInfo> {
         let registry = self.lock();
-        let mut contexts: Vec<&Arc<Context>> = registry.contexts.values().collect();
+        let uid = user.map(|u| u.uid);
+        let mut contexts: Vec<&Arc<Context>> = registry.contexts.values().filter(|c| c.uid() == uid).collect();
         contexts.sort_by_key(|c| c.order);
         contexts.into_iter().map(|c| c.info()).collect()
     }
 
-    /// The context `id`.
+    /// The context `id`, when it runs as `user`.
     ///
     /// # Errors
-    /// [`CodeError::ContextNotFound`], or [`CodeError::ContextExpired`] for one removed while idle.
-    pub fn get(&self, id: &str) -> Result<Arc<Context>, CodeError> {
+    /// [`CodeError::ContextNotFound`] (for another user's too), or
+    /// [`CodeError::ContextExpired`] for one removed while idle.
+    pub fn get(&self, id: &str, user: Option<&IdentityUser>) -> Result<Arc<Context>, CodeError> {
         let registry = self.lock();
         if let Some(context) = registry.contexts.get(id) {
+            if context.uid() != user.map(|u| u.uid) {
+                return Err(CodeError::ContextNotFound(id.to_string()));
+            }
             return Ok(Arc::clone(context));
         }
         match (registry.expired.iter().any(|e| e == id), self.config.idle_timeout) {
@@ -227,25 +274,29 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// An unknown context, or an interpreter that does not start.
-    pub async fn restart(&self, id: &str) -> Result<ContextInfo, CodeError> {
-        let context = self.get(id)?;
+    pub async fn restart(&self, id: &str, user: Option<&IdentityUser>) -> Result<ContextInfo, CodeError> {
+        let context = self.get(id, user)?;
         let mut slot = context.kernel.lock().await;
         if let Some(kernel) = slot.take() {
             kernel.stop(StopReason::Restart);
             kernel.stopped().await;
         }
         context.counter.store(0, Ordering::SeqCst);
-        *slot = Some(start(self.spec(context.language, &context.cwd)?).await?);
+        *slot = Some(start(self.spec(context.language, &context.cwd, context.user.as_ref())?).await?);
         Ok(context.info())
     }
 
     /// `DELETE /contexts/{id}`: stops its interpreter and forgets it.
     ///
     /// # Errors
-    /// An unknown context.
-    pub async fn delete(&self, id: &str) -> Result<(), CodeError> {
+    /// An unknown context (another user's too).
+    pub async fn delete(&self, id: &str, user: Option<&IdentityUser>) -> Result<(), CodeError> {
         let context = {
             let mut registry = self.lock();
+            let uid = user.map(|u| u.uid);
+            if registry.contexts.get(id).is_none_or(|c| c.uid() != uid) {
+                return Err(CodeError::ContextNotFound(id.to_string()));
+            }
             let context = registry.contexts.remove(id).ok_or_else(|| CodeError::ContextNotFound(id.to_string()))?;
             registry.defaults.retain(|_, default| default != id);
             context
@@ -256,14 +307,19 @@ impl CodeInterpreter {
         Ok(())
     }
 
-    /// `POST /execute`: checks the request, then runs it in the background;
-    /// the lines arrive on the receiver, which ends after the last one.
+    /// `POST /execute`: checks the request, then runs it in the background
+    /// in a context of `user`; the lines arrive on the receiver, which ends
+    /// after the last one.
     ///
     /// Dropping the receiver interrupts the execution.
     ///
     /// # Errors
     /// Request errors, an unknown context, or a default context that cannot start.
-    pub async fn execute(self: &Arc<Self>, request: ExecuteRequest) -> Result<mpsc::Receiver<OutputLine>, CodeError> {
+    pub async fn execute(
+        self: &Arc<Self>,
+        request: ExecuteRequest,
+        user: Option<&IdentityUser>,
+    ) -> Result<mpsc::Receiver<OutputLine>, CodeError> {
         let ExecuteRequest { code, context_id, language, env_vars, timeout } = request;
         if context_id.is_some() && language.is_some() {
             return Err(CodeError::ContextAndLanguage);
@@ -278,8 +334,8 @@ impl CodeInterpreter {
             Some(_) => return Err(CodeError::Invalid("timeout must be a positive number of seconds".into())),
         };
         let context = match context_id {
-            Some(id) => self.get(&id)?,
-            None => self.default_context(Language::parse(language.as_deref())?).await?,
+            Some(id) => self.get(&id, user)?,
+            None => self.default_context(Language::parse(language.as_deref())?, user).await?,
         };
         let (sink, lines) = mpsc::channel(SINK_CAPACITY);
         let busy = context.busy();
@@ -288,7 +344,7 @@ impl CodeInterpreter {
             let mut slot = context.kernel.lock().await;
             if slot.as_ref().is_none_or(|k| k.death().is_some()) {
                 // Only a dead kernel needs a spec (an environment snapshot and a PATH lookup).
-                let started = match this.spec(context.language, &context.cwd) {
+                let started = match this.spec(context.language, &context.cwd, context.user.as_ref()) {
                     Ok(spec) => start(spec).await,
                     Err(e) => Err(e),
                 };
@@ -329,10 +385,15 @@ impl CodeInterpreter {
         Ok(lines)
     }
 
-    async fn default_context(&self, language: Language) -> Result<Arc<Context>, CodeError> {
+    async fn default_context(
+        &self,
+        language: Language,
+        user: Option<&IdentityUser>,
+    ) -> Result<Arc<Context>, CodeError> {
+        let key = (language, user.map(|u| u.uid));
         let existing = |this: &Self| {
             let registry = this.lock();
-            registry.defaults.get(&language).and_then(|id| registry.contexts.get(id)).cloned()
+            registry.defaults.get(&key).and_then(|id| registry.contexts.get(id)).cloned()
         };
         if let Some(context) = existing(self) {
             return Ok(context);
@@ -341,8 +402,8 @@ impl CodeInterpreter {
         if let Some(context) = existing(self) {
             return Ok(context);
         }
-        let context = self.start_context(language, self.config.base_dir.clone()).await?;
-        self.lock().defaults.insert(language, context.id.clone());
+        let context = self.start_context(language, self.config.base_dir.clone(), user).await?;
+        self.lock().defaults.insert(key, context.id.clone());
         Ok(context)
     }
 
@@ -350,8 +411,8 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// An unknown context.
-    pub async fn pid(&self, id: &str) -> Result<Option<i32>, CodeError> {
-        Ok(self.get(id)?.pid().await)
+    pub async fn pid(&self, id: &str, user: Option<&IdentityUser>) -> Result<Option<i32>, CodeError> {
+        Ok(self.get(id, user)?.pid().await)
     }
 
     /// Stops every interpreter (at server shutdown) and waits for them, at most `grace`.
@@ -382,13 +443,17 @@ impl CodeInterpreter {
         Ok(Reservation(self))
     }
 
-    fn spec(&self, language: Language, cwd: &Path) -> Result<KernelSpec, CodeError> {
+    fn spec(&self, language: Language, cwd: &Path, user: Option<&IdentityUser>) -> Result<KernelSpec, CodeError> {
         if self.shutdown.is_cancelled() {
             return Err(CodeError::ShuttingDown);
         }
-        let env = self.env.snapshot();
+        let mut env = self.env.snapshot();
         let program = self.config.interpreters.resolve(language, env.get("PATH").map(String::as_str))?;
-        Ok(KernelSpec { language, program, cwd: cwd.to_path_buf(), env })
+        if let Some(user) = user {
+            user.login_env(&mut env);
+        }
+        let run_as = user.map(IdentityUser::run_as);
+        Ok(KernelSpec { language, program, cwd: cwd.to_path_buf(), env, run_as })
     }
 
     async fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf, CodeError> {
@@ -401,45 +466,6 @@ impl CodeInterpreter {
             Ok(meta) if meta.is_dir() => Ok(path),
             Ok(_) => Err(CodeError::InvalidCwd { path: raw.into(), reason: "not a directory" }),
             Err(_) => Err(CodeError::InvalidCwd { path: raw.into(), reason: "no such directory" }),
-        }
-    }
-
-    fn expire(&self, idle: Duration) {
-        let expired: Vec<Arc<Context>> = {
-            let mut registry = self.lock();
-            let ids: Vec<String> = registry
-                .contexts
-                .iter()
-                .filter(|(_, c)| c.idle_for().is_some_and(|d| d >= idle))
-                .map(|(id, _)| id.clone())
-                .collect();
-            let mut removed = Vec::new();
-            for id in ids {
-                if let Some(context) = registry.contexts.get(&id).filter(|c| c.builtin) {
-                    // A built-in default stays listed; only a running interpreter is stopped.
-                    if context.kernel.try_lock().is_ok_and(|k| k.is_some()) {
-                        removed.push(Arc::clone(context));
-                    }
-                    continue;
-                }
-                if let Some(context) = registry.contexts.remove(&id) {
-                    registry.defaults.retain(|_, d| *d != id);
-                    registry.expired.push_back(id);
-                    removed.push(context);
-                }
-            }
-            while registry.expired.len() > TOMBSTONES {
-                registry.expired.pop_front();
-            }
-            removed
-        };
-        for context in expired {
-            tracing::info!(context = %context.id, language = context.language.as_str(), builtin = context.builtin, "stopping an idle code context");
-            if let Ok(mut slot) = context.kernel.try_lock() {
-                if let Some(kernel) = slot.take() {
-                    kernel.stop(StopReason::Delete);
-                }
-            }
         }
     }
 }
@@ -467,20 +493,6 @@ fn validate_env(vars: std::collections::BTreeMap<String, String>) -> Result<Vec<
         }
     }
     Ok(vars.into_iter().collect())
-}
-
-async fn reap_idle(interpreter: std::sync::Weak<CodeInterpreter>, idle: Duration, shutdown: CancellationToken) {
-    let period = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticker.tick() => match interpreter.upgrade() {
-                Some(interpreter) => interpreter.expire(idle),
-                None => return,
-            },
-        }
-    }
 }
 
 #[cfg(test)]

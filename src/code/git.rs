@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::language::find_program;
 use super::oneshot::{collect, Collected};
 use crate::api::code::{GitDiff, GitDiffStats, GitFileStatus, GitStatus};
+use crate::syscalls::RunAs;
 
 /// How long one git command may run.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,6 +44,7 @@ async fn git(
     args: &[&str],
     env: &BTreeMap<String, String>,
     limit: u64,
+    run_as: Option<&RunAs>,
 ) -> Result<Collected, GitError> {
     let program = find_program("git", env.get("PATH").map(String::as_str)).ok_or(GitError::NotInstalled)?;
     let mut env = env.clone();
@@ -50,7 +52,7 @@ async fn git(
     env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
     let mut argv = vec![OsString::from("-C"), dir.as_os_str().to_owned()];
     argv.extend(args.iter().map(OsString::from));
-    let collected = collect(&program, &argv, dir, &env, GIT_TIMEOUT, limit)
+    let collected = collect(&program, &argv, dir, &env, (GIT_TIMEOUT, limit), run_as.cloned())
         .await
         .map_err(
             |e| if e.kind() == std::io::ErrorKind::NotFound { GitError::NotInstalled } else { GitError::Spawn(e) },
@@ -63,16 +65,19 @@ async fn git(
     Ok(collected)
 }
 
-/// Branch and changed files of the repository at `dir`.
+/// Branch and changed files of the repository at `dir`, git running as
+/// `run_as` when given (a repository's configuration can make git run programs).
 ///
 /// # Errors
 /// [`GitError`].
-pub async fn status(dir: &Path, env: &BTreeMap<String, String>) -> Result<GitStatus, GitError> {
-    let collected = git("status", dir, &["status", "--porcelain", "-b", "-z"], env, MAX_STATUS_BYTES).await?;
+pub async fn status(dir: &Path, env: &BTreeMap<String, String>, run_as: Option<&RunAs>) -> Result<GitStatus, GitError> {
+    let args = ["status", "--porcelain", "-b", "-z"];
+    let collected = git("status", dir, &args, env, MAX_STATUS_BYTES, run_as).await?;
     Ok(parse_status(&collected.stdout))
 }
 
-/// The diff of the repository at `dir`: the working tree, or the index with `staged`.
+/// The diff of the repository at `dir`: the working tree, or the index with
+/// `staged`; git runs as `run_as` when given.
 ///
 /// # Errors
 /// [`GitError`].
@@ -81,6 +86,7 @@ pub async fn diff(
     staged: bool,
     file: Option<&str>,
     env: &BTreeMap<String, String>,
+    run_as: Option<&RunAs>,
 ) -> Result<GitDiff, GitError> {
     let mut args = vec!["diff", "--no-color", "--no-ext-diff"];
     if staged {
@@ -92,8 +98,8 @@ pub async fn diff(
         args.extend(["--", file]);
         stat_args.extend(["--", file]);
     }
-    let collected = git("diff", dir, &args, env, MAX_DIFF_BYTES).await?;
-    let stats = git("diff", dir, &stat_args, env, 64 * 1024).await?;
+    let collected = git("diff", dir, &args, env, MAX_DIFF_BYTES, run_as).await?;
+    let stats = git("diff", dir, &stat_args, env, 64 * 1024, run_as).await?;
     let mut diff = collected.stdout;
     if collected.truncated {
         diff.push_str("\n... (truncated at 1 MiB)");

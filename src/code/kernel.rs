@@ -48,6 +48,8 @@ pub struct KernelSpec {
     pub cwd: PathBuf,
     /// Environment.
     pub env: BTreeMap<String, String>,
+    /// The user it runs as, `None`: the daemon's.
+    pub run_as: Option<crate::syscalls::RunAs>,
 }
 
 /// One execution for a kernel.
@@ -140,6 +142,7 @@ impl Kernel {
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             channels: true,
+            run_as: spec.run_as.clone(),
         })?;
         let (process, mut io, control) =
             KernelIo::split(spawned).ok_or_else(|| StartError::Failed("no command pipes".into()))?;

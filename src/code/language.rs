@@ -126,24 +126,30 @@ fn cached(cell: &OnceLock<PathBuf>, name: &str, source: &str) -> io::Result<Path
 }
 
 /// Writes `source` as `<dir>/agent-sandbox-drivers-<uid>/<hash>-<name>` (once;
-/// the directory is private to this user) and returns its path.
+/// the directory is this user's and only it may write there, while others
+/// may read, as interpreters of identities with their own user must) and
+/// returns its path.
 ///
 /// # Errors
-/// The directory exists but is not a private directory of this user, or a write fails.
+/// The directory exists but is not this user's or others may write to it, or a write fails.
 pub fn driver_file(base: &Path, name: &str, source: &str) -> io::Result<PathBuf> {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 
     let uid = nix::unistd::geteuid().as_raw();
     let dir = base.join(format!("agent-sandbox-drivers-{uid}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+    match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
     let meta = std::fs::symlink_metadata(&dir)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(io::Error::other(format!("{} is not a private directory of this user", dir.display())));
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(io::Error::other(format!("{} is not a directory only this user may write", dir.display())));
+    }
+    if meta.permissions().mode() & 0o555 != 0o555 {
+        // Written private by an older version: open it for reading.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     source.hash(&mut hasher);
@@ -276,7 +282,7 @@ mod tests {
         assert_eq!(driver_file(&base, "x.R", "cat(1)").expect("again"), first);
         assert_ne!(driver_file(&base, "x.R", "cat(2)").expect("other"), first);
         let dir = first.parent().expect("dir");
-        assert_eq!(std::fs::metadata(dir).expect("meta").permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(dir).expect("meta").permissions().mode() & 0o777, 0o755);
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         assert!(driver_file(&base, "x.R", "cat(3)").is_err(), "a shared directory is refused");
         std::fs::remove_dir_all(&base).expect("cleanup");

@@ -41,6 +41,8 @@ pub struct RunSpec {
     pub env: BTreeMap<String, String>,
     /// Interpreter programs.
     pub interpreters: Interpreters,
+    /// The user it runs as (the caller identity's), `None`: the daemon's.
+    pub run_as: Option<crate::syscalls::RunAs>,
 }
 
 /// What a finished run produced.
@@ -89,7 +91,8 @@ pub async fn run(spec: RunSpec) -> Result<RunOutcome, RunError> {
         .ok_or_else(|| RunError::RuntimeNotFound(spec.language.clone()))?;
     let started = Instant::now();
     let args = [OsString::from(flag), OsString::from(&spec.code)];
-    let collected = collect(&path, &args, &spec.cwd, &spec.env, spec.timeout, spec.max_output_bytes)
+    let limits = (spec.timeout, spec.max_output_bytes);
+    let collected = collect(&path, &args, &spec.cwd, &spec.env, limits, spec.run_as.clone())
         .await
         .map_err(|e| match (e.kind(), e.raw_os_error()) {
             (std::io::ErrorKind::NotFound, _) => RunError::RuntimeNotFound(spec.language.clone()),
@@ -121,7 +124,8 @@ pub struct Collected {
 
 /// Runs `program args` in `cwd` with exactly `env`, through the daemon's one
 /// runner, keeping `limit` bytes per stream; `None` when it ran past
-/// `timeout` (its process group is then killed).
+/// `timeout` (its process group is then killed). The program runs as
+/// `run_as` when given.
 ///
 /// The child's exit ends the run: what is left in its pipes is read, and a
 /// background process it started, even one still holding them, is killed.
@@ -133,12 +137,16 @@ pub async fn collect(
     args: &[OsString],
     cwd: &Path,
     env: &BTreeMap<String, String>,
-    timeout: Duration,
-    limit: u64,
+    (timeout, limit): (Duration, u64),
+    run_as: Option<crate::syscalls::RunAs>,
 ) -> std::io::Result<Option<Collected>> {
     let mut command = std::process::Command::new(program);
     command.args(args).current_dir(cwd).env_clear().envs(env);
-    let bounds = Bounds { timeout: Some(timeout), ..Bounds::new(usize::try_from(limit).unwrap_or(usize::MAX)) };
+    let bounds = Bounds {
+        timeout: Some(timeout),
+        spawn: crate::process::SpawnOptions { credentials: run_as, ..Default::default() },
+        ..Bounds::new(usize::try_from(limit).unwrap_or(usize::MAX))
+    };
     match runner::run(command, bounds).await {
         Ok(ran) => Ok(Some(Collected {
             stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
@@ -165,6 +173,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             env: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
             interpreters: Interpreters::default(),
+            run_as: None,
         }
     }
 

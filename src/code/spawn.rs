@@ -44,6 +44,8 @@ pub struct SpawnSpec {
     pub env: BTreeMap<String, String>,
     /// Whether to open the command and event pipes at descriptors 3 and 4.
     pub channels: bool,
+    /// The user it runs as, `None`: the daemon's.
+    pub run_as: Option<crate::syscalls::RunAs>,
 }
 
 /// The command and event pipes of an interpreter.
@@ -145,7 +147,7 @@ pub fn spawn(spec: SpawnSpec) -> io::Result<Spawned> {
     // The supervisor consumes the command, closing the child's ends of every
     // pipe here, so the pipes report end of file when the child and its
     // descendants are gone.
-    let job = supervisor().spawn(command, SpawnOptions::default())?.job;
+    let job = supervisor().spawn(command, SpawnOptions { credentials: spec.run_as, ..SpawnOptions::default() })?.job;
     let channels = match parent_ends {
         Some((control, events)) => {
             Some(Channels { control: PipeWriter::new(control)?, events: PipeReader::new(events)? })
@@ -171,6 +173,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             env: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
             channels: false,
+            run_as: None,
         }
     }
 

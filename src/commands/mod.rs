@@ -174,7 +174,8 @@ fn describe(command: &Command) -> CommandInfo {
 }
 
 /// Runs `command` with coerced `args`, the child environment `env`, in its
-/// `cwd` or else `base_dir`; returns its result value.
+/// `cwd` or else `base_dir`, as the caller's `user` when its identity names
+/// one; returns its result value.
 ///
 /// # Errors
 /// [`CommandError::Failed`], [`CommandError::Timeout`], [`CommandError::TooMuchOutput`],
@@ -184,7 +185,11 @@ pub async fn execute(
     args: &Map<String, Value>,
     mut env: BTreeMap<String, String>,
     base_dir: &Path,
+    user: Option<&crate::policy::IdentityUser>,
 ) -> Result<Value, CommandError> {
+    if let Some(user) = user {
+        user.login_env(&mut env);
+    }
     env.extend(command.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     if command.input == InputMode::Env {
         env.extend(args.iter().map(|(k, v)| (format!("{ENV_PREFIX}{}", k.to_ascii_uppercase()), text_of(v))));
@@ -202,6 +207,7 @@ pub async fn execute(
         stdin,
         timeout: command.timeout,
         max_output: command.max_output,
+        run_as: user.map(crate::policy::IdentityUser::run_as),
     };
     let name = command.name.clone();
     let finished = run::run(invocation).await.map_err(|e| match e {

@@ -33,6 +33,8 @@ pub struct Invocation {
     pub timeout: Duration,
     /// Largest standard output.
     pub max_output: usize,
+    /// The user it runs as (the caller identity's), `None`: the daemon's.
+    pub run_as: Option<crate::syscalls::RunAs>,
 }
 
 /// A program that ran to its end.
@@ -63,6 +65,7 @@ pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
         stdout: Keep::Head(invocation.max_output),
         stderr: Keep::Tail(STDERR_TAIL),
         timeout: Some(invocation.timeout),
+        spawn: crate::process::SpawnOptions { credentials: invocation.run_as, ..Default::default() },
         ..Bounds::new(0)
     };
     let ran = runner::run(command, bounds).await?;
@@ -81,6 +84,7 @@ mod tests {
             stdin: None,
             timeout: Duration::from_secs(10),
             max_output: 64,
+            run_as: None,
         }
     }
 

@@ -28,6 +28,17 @@ pub struct Account {
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl Account {
+    /// The account of the user a policy identity's programs run as.
+    pub fn of_identity(user: &crate::policy::IdentityUser) -> Self {
+        Account {
+            name: user.name.clone(),
+            uid: user.uid,
+            gid: user.gid,
+            home: user.home.clone(),
+            shell: user.shell.clone(),
+        }
+    }
+
     /// Whether acting as this account means acting as another user than the server's.
     pub fn is_other(&self) -> bool {
         self.uid != Uid::effective().as_raw()

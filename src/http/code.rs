@@ -57,8 +57,9 @@ pub async fn code_run(
             .limit(Limit::MaxOutputBytes)
             .map_or(oneshot::DEFAULT_MAX_OUTPUT_BYTES, LimitValue::as_u64),
         cwd: grant.guard().primary_root().to_path_buf(),
-        env: app.env.snapshot(),
+        env: login_env(&grant, app.env.snapshot()),
         interpreters: (*app.interpreters).clone(),
+        run_as: grant.run_as(),
     };
     let outcome = oneshot::run(spec).await?;
     Ok(Json(CodeRunResult {
@@ -88,7 +89,7 @@ pub async fn git_status(
     Query(query): Query<GitQuery>,
 ) -> Result<Json<GitStatus>, ApiError> {
     let dir = grant.resolve_path(query.path.as_deref().unwrap_or("."))?;
-    Ok(Json(git::status(&dir, &app.env.snapshot()).await?))
+    Ok(Json(git::status(&dir, &app.env.snapshot(), grant.run_as().as_ref()).await?))
 }
 
 /// `GET /git/diff`: the working tree's (or the index's) diff and its counts.
@@ -113,7 +114,8 @@ pub async fn git_diff(
         return Err(ApiError::bad_request("Path traversal ('..') is not allowed in file parameter"));
     }
     let staged = query.staged.is_some_and(|s| matches!(s.to_lowercase().as_str(), "true" | "yes" | "1"));
-    Ok(Json(git::diff(&dir, staged, file.as_deref(), &app.env.snapshot()).await?))
+    let run_as = grant.run_as();
+    Ok(Json(git::diff(&dir, staged, file.as_deref(), &app.env.snapshot(), run_as.as_ref()).await?))
 }
 
 impl From<RunError> for ApiError {
@@ -146,6 +148,18 @@ impl From<GitError> for ApiError {
             }
         }
     }
+}
+
+/// `env` with `HOME`, `USER` and `LOGNAME` of the user the caller's programs
+/// run as, when its identity names one.
+fn login_env(
+    grant: &Grant,
+    mut env: std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    if let Some(user) = grant.program_user() {
+        user.login_env(&mut env);
+    }
+    env
 }
 
 #[cfg(test)]

@@ -115,11 +115,11 @@ async fn execute(
         Some(_) => return Err(CodeError::Invalid("X-Abx-Detach must be 'keep'".into()).into()),
     };
     if !detach {
-        let lines = state.code.execute(request).await?;
+        let lines = state.code.execute(request, grant.program_user()).await?;
         return Ok(ndjson_response(Body::from_stream(ndjson(lines, state.keepalive))));
     }
     let kept = state.executions.admit(&viewer(&grant))?;
-    let lines = match state.code.execute(request).await {
+    let lines = match state.code.execute(request, grant.program_user()).await {
         Ok(lines) => lines,
         Err(e) => {
             state.executions.forget(&kept);
@@ -220,20 +220,20 @@ async fn create(
 ) -> Result<Json<ContextInfo>, TextError> {
     commands_unrestricted(&grant)?;
     let cwd = context_cwd(&grant, request.cwd.as_deref())?;
-    Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref()).await?))
+    Ok(Json(state.code.create(request.language.as_deref(), cwd.as_deref(), grant.program_user()).await?))
 }
 
-async fn list(State(state): State<CodeState>) -> Json<Vec<ContextInfo>> {
-    Json(state.code.list())
+async fn list(State(state): State<CodeState>, grant: Grant) -> Json<Vec<ContextInfo>> {
+    Json(state.code.list(grant.program_user()))
 }
 
 async fn restart(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
     commands_unrestricted(&grant)?;
-    state.code.restart(&id).await?;
+    state.code.restart(&id, grant.program_user()).await?;
     Ok(Json(()))
 }
 
-async fn remove(State(state): State<CodeState>, Path(id): Path<String>) -> Result<Json<()>, TextError> {
-    state.code.delete(&id).await?;
+async fn remove(State(state): State<CodeState>, grant: Grant, Path(id): Path<String>) -> Result<Json<()>, TextError> {
+    state.code.delete(&id, grant.program_user()).await?;
     Ok(Json(()))
 }

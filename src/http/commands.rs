@@ -34,7 +34,8 @@ pub async fn run(
         _ => ApiError::from(e),
     };
     let (command, args) = app.commands.prepare(&name, grant.identity(), &body).map_err(refuse)?;
-    let result = commands::execute(command, &args, app.env.snapshot(), app.engine.base_dir()).await.map_err(refuse)?;
+    let (env, base_dir, user) = (app.env.snapshot(), app.engine.base_dir(), grant.program_user());
+    let result = commands::execute(command, &args, env, base_dir, user).await.map_err(refuse)?;
     Ok(Json(CommandResult { result }))
 }
 
@@ -82,6 +83,7 @@ mod tests {
             id: id.into(),
             scopes: scopes.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
             secret: TokenSecret::Sha256(Sha256::digest(secret.as_bytes()).into()),
+            user: None,
         };
         let auth = AuthSpec {
             tokens: vec![token("ops", "ops-token", &["*"]), token("agent", "agent-token", &["commands:*"])],

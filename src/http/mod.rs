@@ -124,8 +124,8 @@ impl AppState {
         let files = Arc::new(crate::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
         let interpreters = Arc::new(crate::code::Interpreters::default());
-        let agents =
-            crate::agents::LazyAgents::new(crate::agents::AgentsConfig::default(), Arc::clone(&env), shutdown.clone());
+        let agents_config = crate::agents::AgentsConfig { users: engine.program_users(), ..Default::default() };
+        let agents = crate::agents::LazyAgents::new(agents_config, Arc::clone(&env), shutdown.clone());
         let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
         AppState(Arc::new(Shared {
             engine,
@@ -148,7 +148,8 @@ impl AppState {
     }
 
     /// The same state with the agents runtime (not started yet) set as `config` says.
-    pub fn with_agents(mut self, config: crate::agents::AgentsConfig) -> Self {
+    pub fn with_agents(mut self, mut config: crate::agents::AgentsConfig) -> Self {
+        config.users = self.engine.program_users();
         self.agents = crate::agents::LazyAgents::new(config, Arc::clone(&self.env), self.shutdown.clone());
         self
     }

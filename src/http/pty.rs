@@ -38,8 +38,14 @@ pub async fn create(
     };
     let policy = create_policy(&grant);
     let is_secret = |name: &str| app.engine.is_secret_env(name);
-    let request = CreateRequest::parse(&body, &policy, &is_secret).map_err(refuse)?;
-    let env = request.environment(app.env.snapshot(), &policy);
+    let mut request = CreateRequest::parse(&body, &policy, &is_secret).map_err(refuse)?;
+    let mut env = request.environment(app.env.snapshot(), &policy);
+    if let Some(user) = grant.program_user() {
+        // The caller's identity has a user of its own: the shell runs as it, at home.
+        user.login_env(&mut env);
+        env.extend(request.env.iter().cloned());
+        request.run_as = Some(user.run_as());
+    }
     let base_dir = app.engine.base_dir();
     let cwd = base_dir.is_dir().then(|| base_dir.to_path_buf());
     let max_sessions = grant.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));

@@ -57,7 +57,7 @@ pub async fn prometheus(State(app): State<AppState>) -> axum::response::Response
     let live = crate::metrics::Live {
         processes: app.processes.registry().live(),
         terminals: app.terminals.live() as u64,
-        code_contexts: app.interpreter.as_ref().map_or(0, |code| code.list().len() as u64),
+        code_contexts: app.interpreter.as_ref().map_or(0, |code| code.count() as u64),
         watches: crate::fs::watch::live() as u64,
         webhooks: app.agents.if_started().map(|agents| agents.webhooks.outcomes()).unwrap_or_default(),
     };

@@ -42,7 +42,14 @@ impl TokenIdentity {
 
     /// An identity whose token has the given SHA-256 digest (it cannot sign URLs).
     pub fn from_digest(id: impl Into<String>, scopes: BTreeSet<String>, digest: [u8; 32]) -> Self {
-        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes }), digest, plain: None }
+        TokenIdentity { identity: Arc::new(Identity { id: id.into(), scopes, user: None }), digest, plain: None }
+    }
+
+    /// The same identity, its programs running as `user`.
+    pub fn with_user(mut self, user: Option<Arc<super::user::IdentityUser>>) -> Self {
+        let identity = Identity { user, ..Identity::clone(&self.identity) };
+        self.identity = Arc::new(identity);
+        self
     }
 
     /// Who the token is.
@@ -142,6 +149,7 @@ impl Authenticator {
     pub fn new(tokens: Vec<TokenIdentity>, allow_anonymous: bool, anonymous_scopes: Option<BTreeSet<String>>) -> Self {
         let anonymous = (tokens.is_empty() || allow_anonymous).then(|| {
             Arc::new(Identity {
+                user: None,
                 id: "anonymous".into(),
                 scopes: anonymous_scopes.unwrap_or_else(|| BTreeSet::from(["*".to_string()])),
             })
@@ -214,7 +222,7 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
 }
 
 const AUTH_KEYS: [&str; 3] = ["tokens", "allow_anonymous", "anonymous_scopes"];
-const TOKEN_KEYS: [&str; 4] = ["id", "scopes", "token_env", "token_sha256"];
+const TOKEN_KEYS: [&str; 5] = ["id", "scopes", "token_env", "token_sha256", "user"];
 
 /// How a policy token's secret is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,6 +242,8 @@ pub struct TokenSpec {
     pub scopes: BTreeSet<String>,
     /// Where the token comes from.
     pub secret: TokenSecret,
+    /// The user its programs run as (a name or a uid, as written); `None`: the daemon's.
+    pub user: Option<String>,
 }
 
 /// The `auth` section.
@@ -321,7 +331,16 @@ fn parse_token(raw: &Value, at: &str) -> Result<(TokenSpec, Value), PolicyConfig
         }
         (None, None) => return err(format!("{at}: exactly one of 'token_env' or 'token_sha256' is required")),
     };
-    Ok((TokenSpec { id, scopes: scopes.into_iter().collect(), secret }, Value::Object(out)))
+    let user = match map.get("user") {
+        None => None,
+        Some(Value::String(name)) if !name.is_empty() && !name.contains(['\0', ':', '/']) => Some(name.clone()),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|uid| u32::try_from(uid).is_ok()) => Some(n.to_string()),
+        Some(_) => return err(format!("{at}.user: expected a user name or a uid")),
+    };
+    if let Some(raw) = map.get("user") {
+        out.insert("user".into(), raw.clone());
+    }
+    Ok((TokenSpec { id, scopes: scopes.into_iter().collect(), secret, user }, Value::Object(out)))
 }
 
 /// 64 hex digits as 32 bytes.

@@ -1,6 +1,9 @@
 //! Identities (who is calling) and scope matching.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::user::IdentityUser;
 
 /// The implicit scope every identity holds: it may always discover.
 pub const IMPLICIT_SCOPE: &str = "core:read";
@@ -12,6 +15,8 @@ pub struct Identity {
     pub id: String,
     /// Scopes held (`*`, `files:*`, `files:read`, ...).
     pub scopes: BTreeSet<String>,
+    /// The user its programs run as (`auth.tokens[].user`); `None`: the daemon's.
+    pub user: Option<Arc<IdentityUser>>,
 }
 
 impl Identity {
@@ -21,7 +26,7 @@ impl Identity {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Identity { id: id.into(), scopes: scopes.into_iter().map(Into::into).collect() }
+        Identity { id: id.into(), scopes: scopes.into_iter().map(Into::into).collect(), user: None }
     }
 
     /// The caller of `/health`, which needs no credentials.

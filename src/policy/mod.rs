@@ -33,6 +33,7 @@ pub mod secret;
 pub mod signed;
 pub mod source;
 pub mod throttle;
+pub mod user;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,7 @@ pub use self::paths::{Op, PathGuard, PathRules};
 pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
 pub use self::signed::SignedRequest;
 pub use self::source::PolicySources;
+pub use self::user::IdentityUser;
 
 use self::document::TokenSecret;
 use self::limiter::Limiter;
@@ -155,7 +157,13 @@ impl PolicyEngine {
 
         let mut secret_env: BTreeSet<String> = self::guards::env::SECRET_VARS.iter().map(|s| s.to_string()).collect();
         let mut tokens = Vec::new();
-        for spec in &document.auth.tokens {
+        for (index, spec) in document.auth.tokens.iter().enumerate() {
+            let user = match &spec.user {
+                Some(name) => {
+                    Some(Arc::new(IdentityUser::resolve(name, &format!("policy.auth.tokens[{index}].user"))?))
+                }
+                None => None,
+            };
             let digest = match &spec.secret {
                 TokenSecret::Sha256(digest) => *digest,
                 TokenSecret::Env(name) => {
@@ -168,11 +176,12 @@ impl PolicyEngine {
                         )));
                     };
                     // Known in plain, the token can sign envd URLs.
-                    tokens.push(TokenIdentity::from_token(spec.id.clone(), spec.scopes.clone(), &value));
+                    tokens
+                        .push(TokenIdentity::from_token(spec.id.clone(), spec.scopes.clone(), &value).with_user(user));
                     continue;
                 }
             };
-            tokens.push(TokenIdentity::from_digest(spec.id.clone(), spec.scopes.clone(), digest));
+            tokens.push(TokenIdentity::from_digest(spec.id.clone(), spec.scopes.clone(), digest).with_user(user));
         }
         let mut canonical = document.canonical.clone();
         let server_token = inputs.server_token.filter(|t| !t.is_empty());
@@ -354,6 +363,13 @@ impl PolicyEngine {
     /// The policy file, when the policy was read from one.
     pub fn policy_file(&self) -> Option<&Path> {
         self.policy_file.as_deref()
+    }
+
+    /// The users identities' programs run as, by identity id: those whose
+    /// policy token names a user other than the daemon's.
+    pub fn program_users(&self) -> std::collections::BTreeMap<String, Arc<IdentityUser>> {
+        let tokens = self.authenticator.tokens().iter().map(TokenIdentity::identity);
+        tokens.filter_map(|i| i.user.clone().filter(|u| !u.is_daemons()).map(|u| (i.id.clone(), u))).collect()
     }
 
     /// Whether `name` must never be shown, set, or passed to a child.

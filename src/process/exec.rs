@@ -183,9 +183,24 @@ pub fn prepare(
         }
     }
     let mut env = child_env.snapshot();
-    let credentials = match request.user.as_deref().filter(|u| !u.is_empty()) {
-        Some(user) => Some(run_as(user, &mut env)?),
-        None => None,
+    let asked = request.user.as_deref().filter(|u| !u.is_empty());
+    let credentials = match (grant.identity().user.as_deref(), asked) {
+        // An identity with a user of its own runs as that user only.
+        (Some(own), Some(asked)) if !own.is(asked) => {
+            return Err(Denial::Other {
+                code: "user_not_allowed",
+                message: format!("Identity '{}' runs programs as '{}' only", grant.identity().id, own.name),
+                status: 403,
+                error_type: "PermissionError",
+            }
+            .into())
+        }
+        (Some(own), _) if !own.is_daemons() => {
+            own.login_env(&mut env);
+            grant.run_as()
+        }
+        (_, Some(user)) => Some(run_as(user, &mut env)?),
+        (_, None) => None,
     };
     env.extend(extra);
     // Found on `PATH`, it is an executable file already (`which` checked); given with a `/`, check it.
@@ -222,6 +237,7 @@ fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<RunAs, Proce
         uid: account.uid,
         gid: account.gid,
         groups: groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect(),
+        no_new_privs: false,
     })
 }
 

@@ -262,7 +262,7 @@ impl Terminals {
                 cwd: cwd.as_deref(),
                 cols,
                 rows,
-                credentials: None,
+                credentials: request.run_as.clone(),
             };
             spawn::spawn_shell(&spec)
         })
@@ -378,7 +378,7 @@ mod tests {
     use super::*;
 
     fn request(shell: &str) -> CreateRequest {
-        CreateRequest { shell: shell.into(), cols: 80, rows: 24, env: Vec::new() }
+        CreateRequest { shell: shell.into(), cols: 80, rows: 24, env: Vec::new(), run_as: None }
     }
 
     fn env() -> BTreeMap<String, String> {

@@ -41,6 +41,8 @@ pub struct CreateRequest {
     pub rows: u16,
     /// The caller's variables, admitted.
     pub env: Vec<(String, String)>,
+    /// The user the shell runs as (the caller identity's), `None`: the daemon's.
+    pub run_as: Option<crate::syscalls::RunAs>,
 }
 
 impl CreateRequest {
@@ -90,7 +92,7 @@ impl CreateRequest {
         }
         let env: Vec<(String, String)> =
             env.into_iter().filter(|(k, _)| !guards::env::TERMINAL_DROPPED.contains(&k.as_str())).collect();
-        Ok(CreateRequest { shell, cols: side_in_range(cols)?, rows: side_in_range(rows)?, env })
+        Ok(CreateRequest { shell, cols: side_in_range(cols)?, rows: side_in_range(rows)?, env, run_as: None })
     }
 
     /// The shell's environment: `inherited` minus what `env_deny` matches,

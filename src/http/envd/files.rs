@@ -34,8 +34,8 @@ const GZIP_QUEUE: usize = 4;
 
 /// The account the grant's user acts as.
 async fn account(state: &EnvdState, grant: &Grant) -> Result<Option<Account>, Response> {
-    let (check, user) = (state.clone(), grant.user().map(str::to_string));
-    blocking(move || check.account(user)).await.map_err(plain_error)
+    let (check, user, own) = (state.clone(), grant.user().map(str::to_string), grant.identity().user.clone());
+    blocking(move || check.account(own.as_deref(), user)).await.map_err(plain_error)
 }
 
 /// `GET /files`.

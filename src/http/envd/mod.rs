@@ -194,15 +194,32 @@ impl EnvdState {
         F: FnOnce(Option<access::Account>) -> Result<T, EnvdError> + Send + 'static,
         T: Send + 'static,
     {
-        let (state, user) = (self.clone(), grant.user().map(str::to_string));
-        blocking(move || work(state.account(user)?)).await
+        let (state, user, own) = (self.clone(), grant.user().map(str::to_string), grant.identity().user.clone());
+        blocking(move || work(state.account(own.as_deref(), user)?)).await
     }
 
-    /// The account a request acts as (the user it names, else `/init`'s default), if any. Blocking.
+    /// The account a request acts as, if any: the user its identity's
+    /// programs run as (`auth.tokens[].user`) when it names one, and then
+    /// only that one; else the user the request names, else `/init`'s default.
+    /// Blocking.
     ///
     /// # Errors
-    /// `unauthenticated` for an unknown user, `permission_denied` for another user while not root.
-    pub fn account(&self, named: Option<String>) -> Result<Option<access::Account>, EnvdError> {
+    /// `unauthenticated` for an unknown user, `permission_denied` for another
+    /// user while not root, or for another user than the identity's own.
+    pub fn account(
+        &self,
+        own: Option<&crate::policy::IdentityUser>,
+        named: Option<String>,
+    ) -> Result<Option<access::Account>, EnvdError> {
+        if let Some(own) = own.filter(|u| !u.is_daemons()) {
+            if let Some(asked) = named.filter(|n| !n.is_empty() && !own.is(n)) {
+                return Err(EnvdError::PermissionDenied(format!(
+                    "cannot act as user '{asked}': this identity acts as '{}' only",
+                    own.name
+                )));
+            }
+            return Ok(Some(access::Account::of_identity(own)));
+        }
         self.envd.user_name(named).map(|name| access::account(&name)).transpose()
     }
 }

@@ -59,7 +59,8 @@ pub async fn run(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, Err
 async fn execute(ctx: &Ctx<'_>, request: ExecuteRequest) -> Result<CallToolResult, ApiError> {
     let code = contexts(ctx)?;
     commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
-    let mut lines = code.execute(request).await.map_err(|e| api_error(&TextError::from(e)))?;
+    let mut lines =
+        code.execute(request, ctx.grant.program_user()).await.map_err(|e| api_error(&TextError::from(e)))?;
     let mut gathered = Gathered::default();
     let cancelled = ctx.cancelled();
     loop {
@@ -152,7 +153,8 @@ fn blocks(result: &ExecutionResult) -> Vec<ContentBlock> {
 /// `code_contexts`: `GET /contexts`.
 pub async fn list(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, ErrorData> {
     let _: Empty = arguments(args)?;
-    let listed = contexts(ctx).map(|code| json_result(&serde_json::json!({ "contexts": code.list() })));
+    let listed =
+        contexts(ctx).map(|code| json_result(&serde_json::json!({ "contexts": code.list(ctx.grant.program_user()) })));
     Ok(listed.into())
 }
 
@@ -177,7 +179,8 @@ async fn created(
     let code = contexts(ctx)?;
     commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
     let cwd = context_cwd(ctx.grant, cwd.as_deref()).map_err(|e| api_error(&e))?;
-    code.create(language.as_deref(), cwd.as_deref()).await.map_err(|e| api_error(&TextError::from(e)))
+    let user = ctx.grant.program_user();
+    code.create(language.as_deref(), cwd.as_deref(), user).await.map_err(|e| api_error(&TextError::from(e)))
 }
 
 /// `code_context_restart`: `POST /contexts/{id}/restart`.
@@ -191,7 +194,7 @@ pub async fn restart(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome,
     let restarted = async {
         let code = contexts(ctx)?;
         commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
-        code.restart(&a.context_id).await.map_err(|e| api_error(&TextError::from(e)))
+        code.restart(&a.context_id, ctx.grant.program_user()).await.map_err(|e| api_error(&TextError::from(e)))
     };
     let answer =
         restarted.await.map(|_| json_result(&serde_json::json!({"context_id": a.context_id, "restarted": true})));
