@@ -36,8 +36,6 @@ use crate::policy::Permit;
 const INLINE_DRAIN: u64 = 64 * 1024;
 /// How long reading a small leftover may take before the connection is closed instead.
 const INLINE_DRAIN_TIME: Duration = Duration::from_secs(2);
-/// The same for a chunked leftover, whose size nobody announced.
-const INLINE_DRAIN_UNSIZED_TIME: Duration = Duration::from_millis(250);
 /// A refused body is read and discarded in the background up to this many bytes...
 pub(super) const DRAIN_CAP: u64 = 256 * 1024 * 1024;
 /// ...and for this long, so the client sees the answer instead of a reset.
@@ -160,11 +158,9 @@ where
         // The client waits for "100 Continue" before sending; it will not come now.
         return closing(response);
     }
-    // A small leftover is read now so the connection stays open; a chunked
-    // one of unknown size gets a shorter wait (a client may hold the rest
-    // back until it sees the answer).
-    let inline_time = if declared.is_some() { INLINE_DRAIN_TIME } else { INLINE_DRAIN_UNSIZED_TIME };
-    if declared.is_none_or(|n: u64| n <= INLINE_DRAIN) && drain_from(&mut body, INLINE_DRAIN, inline_time).await {
+    // A small leftover (or a chunked one, of unknown size, that ends within
+    // the budget) is read now, so the connection stays open.
+    if declared.is_none_or(|n: u64| n <= INLINE_DRAIN) && drain_from(&mut body, INLINE_DRAIN, INLINE_DRAIN_TIME).await {
         return response;
     }
     // Read on in the background: hyper reads the connection while the body
