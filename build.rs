@@ -28,16 +28,11 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    if std::env::var_os("CARGO_FEATURE_SERVER").is_some() {
-        compress_openapi(Path::new(&var("CARGO_MANIFEST_DIR")), Path::new(&var("OUT_DIR")));
-    }
+    compress_openapi(Path::new(&var("CARGO_MANIFEST_DIR")), Path::new(&var("OUT_DIR")));
     let arch = var("CARGO_CFG_TARGET_ARCH");
     let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("link").join(format!("startup-{arch}.order"));
     println!("cargo:rerun-if-changed={}", order.display());
-    let wanted = var("PROFILE") == "release"
-        && var("CARGO_CFG_TARGET_ENV") == "musl"
-        && std::env::var_os("CARGO_FEATURE_SERVER").is_some()
-        && order.is_file();
+    let wanted = var("PROFILE") == "release" && var("CARGO_CFG_TARGET_ENV") == "musl" && order.is_file();
     if !wanted {
         return;
     }

@@ -60,7 +60,7 @@ fn time(mut f: impl FnMut()) -> f64 {
 }
 
 fn run(name: &str, engine: &Arc<PolicyEngine>, authorization: &str) -> f64 {
-    let endpoint = agent_sandbox_server::endpoints::find("files_stat").expect("files_stat");
+    let endpoint = abx_wire::endpoints::find("files_stat").expect("files_stat");
     let credentials = || Credentials { authorization: vec![authorization], access_tokens: vec![] };
     let identity = engine.authenticate(&credentials()).expect("authenticated");
     let auth = time(|| {
@@ -100,7 +100,7 @@ fn main() {
     // Warm the file system caches and the allocator.
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(300) {
-        black_box(none.path_guard(agent_sandbox_server::endpoints::find("files_stat").expect("id")));
+        black_box(none.path_guard(abx_wire::endpoints::find("files_stat").expect("id")));
     }
     let without = run("none", &none, "");
     let with = run("full", &full, &format!("Bearer {TOKEN}"));

@@ -11,8 +11,8 @@
 use std::error::Error;
 use std::path::Path;
 
-use agent_sandbox_server::api::code::{CreateContextRequest, ExecuteRequest};
-use agent_sandbox_server::client::{Client, CodeClient};
+use abx_client::{Client, CodeClient};
+use abx_wire::api::code::{CreateContextRequest, ExecuteRequest};
 
 /// Loads data in one execution and plots it in the next (a context keeps
 /// its variables), then saves the PNG the plot returns to `out`; returns

@@ -12,8 +12,8 @@ use std::error::Error;
 use std::io::Write;
 use std::path::Path;
 
-use agent_sandbox_server::api::process::{ExecRequest, ShellEvent};
-use agent_sandbox_server::client::Client;
+use abx_client::Client;
+use abx_wire::api::process::{ExecRequest, ShellEvent};
 use futures_util::StreamExt;
 
 /// Uploads the directory `project` to `remote` in the sandbox, runs

@@ -8,9 +8,9 @@
 use std::error::Error;
 use std::io::Write;
 
-use agent_sandbox_server::api::files::WatchEvent;
-use agent_sandbox_server::api::process::ExecRequest;
-use agent_sandbox_server::client::Client;
+use abx_client::Client;
+use abx_wire::api::files::WatchEvent;
+use abx_wire::api::process::ExecRequest;
 use futures_util::StreamExt;
 
 /// The job: writes its results a piece at a time, then the marker.

@@ -19,17 +19,17 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use abx_wire::endpoints::Group;
 pub use options::{parse_file, Options};
 pub use values::{LogFormat, Off, PortSetting, Seconds};
 
 use crate::commands::Registry;
-use crate::endpoints::Group;
 use crate::pty::TerminalSettings;
 
 /// Default API port (the reference's).
-pub const DEFAULT_PORT: u16 = crate::endpoints::Port::Api.default_number();
+pub const DEFAULT_PORT: u16 = abx_wire::endpoints::Port::Api.default_number();
 /// Default PTY WebSocket port (the reference's).
-pub const DEFAULT_PTY_PORT: u16 = crate::endpoints::Port::Pty.default_number();
+pub const DEFAULT_PTY_PORT: u16 = abx_wire::endpoints::Port::Pty.default_number();
 /// Default boundary directory for paths (the reference's).
 pub const DEFAULT_BASE_DIR: &str = "/home/user";
 /// Config file read when none is named; a missing one is fine.
@@ -37,9 +37,9 @@ pub const DEFAULT_CONFIG_FILE: &str = "/etc/agent-sandbox/server.toml";
 /// Default grace for in-flight requests at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default code-interpreter port (the code-interpreter protocol's).
-pub const DEFAULT_CODE_PORT: u16 = crate::endpoints::Port::Code.default_number();
+pub const DEFAULT_CODE_PORT: u16 = abx_wire::endpoints::Port::Code.default_number();
 /// Default envd data-plane port (the envd protocol's).
-pub const DEFAULT_ENVD_PORT: u16 = crate::endpoints::Port::Envd.default_number();
+pub const DEFAULT_ENVD_PORT: u16 = abx_wire::endpoints::Port::Envd.default_number();
 /// Default bound on live code contexts.
 pub const DEFAULT_CODE_MAX_CONTEXTS: usize = 32;
 /// Default idle lifetime of a code context.

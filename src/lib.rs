@@ -5,26 +5,13 @@
 //!
 //! # Layout
 //!
-//! Three build configurations share this crate (`Cargo.toml`'s features,
-//! `docs/client.md`): the daemon (`server`, on by default), the companion
-//! client alone (`client`), and the `abx` command line (`cli`). The client's
-//! side never imports a daemon module: the client-only build, which CI
-//! checks, does not contain them.
+//! The workspace's crates are its layers (`docs/architecture.md`):
+//! `abx-wire` (the endpoint table, the wire types, `codec`, `time`) depends
+//! on nothing of ours; `abx-client` (the companion client) and `abx` (its
+//! command line) depend on the wire crate alone; this crate, the daemon,
+//! depends on both.
 //!
-//! Every configuration:
-//! - [`endpoints`]: the endpoint table, the single source of truth for ids,
-//!   bindings, groups, scopes and tunable limits.
-//! - [`api`]: the JSON wire types shared by handlers and the client.
-//! - [`codec`]: base64, shell-style argv splitting and joining, the
-//!   streaming UTF-8 decoder; leaves both sides use.
-//! - [`time`]: seconds since the epoch as UTC dates, for every timestamp format.
-//!
-//! `client` and `cli`:
-//! - [`client`]: the companion async Rust client (native API,
-//!   code-interpreter protocol, envd's plain HTTP calls).
-//! - [`abx`]: the `abx` command line, on the client only.
-//!
-//! `server`, the daemon:
+//! The daemon's modules:
 //! - [`policy`]: authentication, the per-endpoint rules compiled from every
 //!   policy input, path scoping, rate limits and discovery. No HTTP.
 //! - [`http`]: the edge. The router is built from the table; one pipeline
@@ -67,73 +54,29 @@
 //! - [`resume`]: what resumable streams share: the registry of kept runs
 //!   found by id and owner, and their connection counts.
 
-// The layout above links every module; a build without some of them has no target for those links.
-#![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
-
-// Every configuration: the wire vocabulary both sides share. These modules
-// import nothing of the daemon (the client-only build checks it).
-pub mod api;
-pub mod codec;
-pub mod endpoints;
-pub mod powers;
-pub mod time;
-
-// `client`: the companion client library.
-#[cfg(feature = "client")]
-pub mod client;
-
-// `cli`: the `abx` command line, on the client only.
-#[cfg(feature = "cli")]
-pub mod abx;
-
-// `server`: the daemon. A new module only the daemon needs goes here, under
-// the same attribute.
-#[cfg(feature = "server")]
 pub mod agents;
-#[cfg(feature = "server")]
 pub mod browser;
-#[cfg(feature = "server")]
 pub mod cli;
-#[cfg(feature = "server")]
 pub mod code;
-#[cfg(feature = "server")]
 pub mod commands;
-#[cfg(feature = "server")]
 pub mod config;
-#[cfg(feature = "server")]
 pub mod envd;
-#[cfg(feature = "server")]
 pub mod environment;
-#[cfg(feature = "server")]
 pub mod fs;
-#[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod fuzz;
-#[cfg(feature = "server")]
 pub mod http;
-#[cfg(feature = "server")]
 pub mod ids;
-#[cfg(feature = "server")]
 pub mod logging;
-#[cfg(feature = "server")]
 pub mod metrics;
-#[cfg(feature = "server")]
 pub mod openapi;
-#[cfg(feature = "server")]
 pub mod policy;
-#[cfg(feature = "server")]
 pub mod process;
-#[cfg(feature = "server")]
 pub mod pty;
-#[cfg(feature = "server")]
 pub mod pyrepr;
-#[cfg(feature = "server")]
 pub mod resume;
-#[cfg(feature = "server")]
 pub mod server;
-#[cfg(feature = "server")]
 pub mod syscalls;
-#[cfg(feature = "server")]
 pub mod system;
 
 /// Version reported by `version` and `/capabilities`.

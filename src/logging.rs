@@ -88,7 +88,7 @@ impl FormatTime for Clock {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         SECOND.with_borrow_mut(|(second, text)| {
             if *second != now.as_secs() {
-                let (y, mo, d, h, mi, s) = crate::time::utc_parts(i64::try_from(now.as_secs()).unwrap_or(i64::MAX));
+                let (y, mo, d, h, mi, s) = abx_wire::time::utc_parts(i64::try_from(now.as_secs()).unwrap_or(i64::MAX));
                 text.clear();
                 write!(text, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}")?;
                 *second = now.as_secs();

@@ -16,6 +16,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
 
+use abx_wire::endpoints::{Endpoint, ENDPOINTS};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -24,7 +25,6 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::agents::webhooks::tally::Deliveries;
-use crate::endpoints::{Endpoint, ENDPOINTS};
 
 /// The labels of a decided call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn calls_bytes_and_live_resources_are_exposed() {
         let metrics = Metrics::new();
-        let find = |id| crate::endpoints::find(id).expect("endpoint");
+        let find = |id| abx_wire::endpoints::find(id).expect("endpoint");
         metrics.answered(find("envd_stat"), 200, 0.002);
         metrics.answered(find("envd_stat"), 200, 0.003);
         metrics.answered(find("shell"), 404, 0.001);

@@ -13,13 +13,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::endpoints::Port;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
-use crate::endpoints::Port;
 use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
 use crate::http::envd::EnvdState;

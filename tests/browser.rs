@@ -335,8 +335,8 @@ async fn without_a_policy_loopback_and_private_names_are_refused_before_the_brow
 
 #[tokio::test]
 async fn the_companion_client_drives_the_page_with_typed_answers_and_errors() {
-    use agent_sandbox_server::api::ErrorCode;
-    use agent_sandbox_server::codec::base64;
+    use abx_wire::api::ErrorCode;
+    use abx_wire::codec::base64;
 
     let site = page_server();
     let server = browser_server(&[]);

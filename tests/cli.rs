@@ -8,7 +8,7 @@ mod common;
 use std::process::{Command, Output};
 
 fn abx(server: &common::TestServer, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_abx"))
+    Command::new(common::abx())
         .args(args)
         .env("ABX_SERVER_URL", &server.url)
         .env("ABX_SERVER_TOKEN", server.token.as_deref().unwrap_or_default())
@@ -40,7 +40,7 @@ fn check_exits_3_when_denied() {
 #[test]
 fn errors_print_one_line_and_fail() {
     let server = common::start();
-    let out = Command::new(env!("CARGO_BIN_EXE_abx"))
+    let out = Command::new(common::abx())
         .args(["capabilities", "--token", "wrong", "--url", &server.url])
         .env_remove("ABX_SERVER_TOKEN")
         .output()
@@ -53,10 +53,7 @@ fn errors_print_one_line_and_fail() {
 
 #[test]
 fn an_unreachable_server_fails_health() {
-    let out = Command::new(env!("CARGO_BIN_EXE_abx"))
-        .args(["health", "--url", "http://127.0.0.1:9"])
-        .output()
-        .expect("run abx");
+    let out = Command::new(common::abx()).args(["health", "--url", "http://127.0.0.1:9"]).output().expect("run abx");
     assert_eq!(out.status.code(), Some(1));
 }
 

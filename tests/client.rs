@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::code::CodeRunRequest;
-use agent_sandbox_server::api::envd::http::InitRequest;
-use agent_sandbox_server::api::process::{ExecRequest, ShellEvent};
-use agent_sandbox_server::api::ErrorCode;
-use agent_sandbox_server::client::{Client, ClientError, RetryPolicy};
+use abx_client::{Client, ClientError, RetryPolicy};
+use abx_wire::api::code::CodeRunRequest;
+use abx_wire::api::envd::http::InitRequest;
+use abx_wire::api::process::{ExecRequest, ShellEvent};
+use abx_wire::api::ErrorCode;
 use futures_util::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 

@@ -7,8 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::code::{CreateContextRequest, ExecuteRequest, ExecutionResult, OutputLine};
-use agent_sandbox_server::client::{ClientError, CodeClient};
+use abx_client::{ClientError, CodeClient};
+use abx_wire::api::code::{CreateContextRequest, ExecuteRequest, ExecutionResult, OutputLine};
 use common::TestServer;
 
 fn code_url(server: &TestServer) -> String {
@@ -383,7 +383,7 @@ fn alive(pid: i32) -> bool {
 fn abx_streams_code_and_manages_contexts() {
     let server = common::start();
     let abx = |args: &[&str], stdin: &str| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_abx"))
+        let mut child = std::process::Command::new(common::abx())
             .args(args)
             .env("ABX_SERVER_URL", &server.url)
             .env("ABX_CODE_URL", code_url(&server))

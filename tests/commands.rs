@@ -236,7 +236,7 @@ async fn an_invalid_commands_section_stops_the_server_with_a_clear_message() {
 async fn abx_lists_and_runs_commands() {
     let server = server();
     let abx = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_abx"))
+        Command::new(common::abx())
             .args(["--url", &server.url, "--token", common::TOKEN])
             .args(args)
             .output()

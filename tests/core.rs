@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use agent_sandbox_server::api::CheckRequest;
+use abx_wire::api::CheckRequest;
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 
 mod common;
 
-use agent_sandbox_server::endpoints::SignedOp;
+use abx_wire::endpoints::SignedOp;
 use agent_sandbox_server::policy::signed::signature;
 use common::envd::{call as envd_call, envd};
 use common::TestServer;

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::code::CodeRunRequest;
-use agent_sandbox_server::api::ErrorCode;
+use abx_wire::api::code::CodeRunRequest;
+use abx_wire::api::ErrorCode;
 use common::TestServer;
 use serde_json::{json, Value};
 

@@ -18,7 +18,7 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agent_sandbox_server::api::code::ContextInfo;
+use abx_wire::api::code::ContextInfo;
 
 fn write(root: &Path, files: &[(&str, &str)]) {
     for (name, text) in files {

@@ -154,6 +154,6 @@ async fn an_abandoned_shell_request_has_its_group_terminated() {
         assert!(Instant::now() < deadline, "the background sleep {sleeper} outlived the abandoned request");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let answered = server.client().shell(&agent_sandbox_server::api::process::ExecRequest::new("echo ok")).await;
+    let answered = server.client().shell(&abx_wire::api::process::ExecRequest::new("echo ok")).await;
     assert_eq!(answered.expect("shell").stdout, "ok\n");
 }

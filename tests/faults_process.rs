@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::process::{ExecRequest, ShellEvent};
+use abx_wire::api::process::{ExecRequest, ShellEvent};
 use common::cgroup::{Cgroup, Limits};
 use futures_util::StreamExt;
 
@@ -29,7 +29,7 @@ fn proc_status(pid: u32, field: &str) -> u64 {
 }
 
 /// Waits until `pid` has exited; returns its output and exit code.
-async fn finish(client: &agent_sandbox_server::client::Client, pid: i32, limit: Duration) -> (String, Option<i32>) {
+async fn finish(client: &abx_client::Client, pid: i32, limit: Duration) -> (String, Option<i32>) {
     let deadline = Instant::now() + limit;
     let (mut since, mut text) = (0, String::new());
     loop {

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::process::{ExecRequest, ShellEvent};
+use abx_wire::api::process::{ExecRequest, ShellEvent};
 use futures_util::StreamExt;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};

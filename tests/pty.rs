@@ -12,8 +12,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::api::{ErrorCode, PtyCreateRequest, PtyMessage};
-use agent_sandbox_server::client::{Client, PtyConnection};
+use abx_client::{Client, PtyConnection};
+use abx_wire::api::{ErrorCode, PtyCreateRequest, PtyMessage};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -129,7 +129,7 @@ async fn the_exit_code_is_reported_and_kept() {
 }
 
 fn server_url(server: &common::TestServer, id: &str) -> String {
-    agent_sandbox_server::client::pty_url(&server.pty_base(), id)
+    abx_client::pty_url(&server.pty_base(), id)
 }
 
 #[tokio::test]
@@ -351,7 +351,7 @@ async fn shutdown_ends_every_terminal_shell() {
 #[test]
 fn abx_shell_forwards_input_and_propagates_the_exit_code() {
     let server = common::start();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_abx"))
+    let mut child = Command::new(common::abx())
         .args(["--url", &server.url, "--token", common::TOKEN, "shell", "--shell", "/bin/sh"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -8,7 +8,7 @@ mod common;
 
 use std::process::Command;
 
-use agent_sandbox_server::api::ErrorCode;
+use abx_wire::api::ErrorCode;
 use serde_json::{json, Value};
 
 async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
@@ -189,7 +189,7 @@ async fn a_probes_exit_ends_it_and_kills_its_background_child() {
 fn abx_verbs_drive_the_system_group() {
     let server = common::start();
     let abx = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_abx"))
+        Command::new(common::abx())
             .args(args)
             .env("ABX_SERVER_URL", &server.url)
             .env("ABX_SERVER_TOKEN", common::TOKEN)

@@ -556,7 +556,7 @@ impl Vaults {
                 ));
             };
             if let Some(expires) = credential.expires_at() {
-                if crate::time::parse_iso(expires).is_some_and(|at| at <= now()) {
+                if abx_wire::time::parse_iso(expires).is_some_and(|at| at <= now()) {
                     return Err(AgentError::invalid_code(
                         format!("the access token for MCP server {} has expired", repr_str(&binding.tool)),
                         Some("vault_ids"),

@@ -9,10 +9,10 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use abx_wire::endpoints::Power;
 use serde_json::{json, Value};
 
 use crate::config::{Config, Options};
-use crate::endpoints::Power;
 use crate::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use crate::server;
 

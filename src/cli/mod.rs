@@ -1,7 +1,7 @@
 //! The command line: `serve` (the default), `healthcheck`, `check-config`, `version`.
 //!
 //! Same verbs and flags as the reference server's CLI; a bare invocation
-//! (with or without serve flags) serves. The `abx` companion CLI is [`crate::abx`].
+//! (with or without serve flags) serves. The `abx` companion CLI is its own crate (`crates/abx`).
 
 mod check_config;
 
@@ -113,8 +113,8 @@ fn healthcheck(args: &HealthcheckArgs) -> ExitCode {
         .map(|rt| {
             rt.block_on(async {
                 // One attempt: a probe reports the state now; its caller retries.
-                let builder = crate::client::Client::builder(&url).timeout(timeout);
-                let Ok(client) = builder.retry(crate::client::RetryPolicy::NEVER).build() else {
+                let builder = abx_client::Client::builder(&url).timeout(timeout);
+                let Ok(client) = builder.retry(abx_client::RetryPolicy::NEVER).build() else {
                     return false;
                 };
                 client.health().await.unwrap_or(false)

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use abx_wire::api::code::{ContextInfo, ExecuteRequest, OutputLine};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +32,6 @@ use tokio_util::sync::CancellationToken;
 use super::kernel::{Execution, Kernel, KernelSpec, Refused, StartError, StopReason};
 use super::language::{Interpreters, Language};
 use super::{new_id, CodeError};
-use crate::api::code::{ContextInfo, ExecuteRequest, OutputLine};
 use crate::environment::ChildEnv;
 use crate::policy::IdentityUser;
 

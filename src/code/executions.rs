@@ -28,11 +28,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::api::code::OutputLine;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::CodeError;
-use crate::api::code::OutputLine;
 use crate::policy::Viewer;
 use crate::process::capture::{Capture, Lost, SeekError, Subscription};
 use crate::process::output::Stream;

@@ -10,9 +10,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
+use abx_wire::api::code::{GitDiff, GitDiffStats, GitFileStatus, GitStatus};
+
 use super::language::find_program;
 use super::oneshot::{collect, Collected};
-use crate::api::code::{GitDiff, GitDiffStats, GitFileStatus, GitStatus};
 use crate::syscalls::RunAs;
 
 /// How long one git command may run.

@@ -7,10 +7,11 @@
 
 use std::collections::VecDeque;
 
+use abx_wire::codec::utf8::Utf8Decoder;
+
 use super::pipe::{PipeReader, PipeWriter};
 use super::protocol::{parse_event, Event, FrameSplitter, Stream};
 use super::spawn::{Process, Spawned};
-use crate::codec::utf8::Utf8Decoder;
 
 const CHUNK: usize = 32 * 1024;
 

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use abx_wire::api::code::OutputLine;
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
@@ -23,7 +24,6 @@ use super::language::Language;
 use super::pipe::PipeWriter;
 use super::protocol::{encode_exec, error_line, output_line, result_from_bundle, timeout_error, Event};
 use super::spawn::{spawn, ExitWatch, Process, SpawnSpec};
-use crate::api::code::OutputLine;
 use crate::process::ExitStatus;
 
 /// How long a driver may take to say it is ready.

@@ -1,5 +1,5 @@
 //! Non-blocking pipe ends for the tokio runtime (output read from them is
-//! decoded by the one incremental UTF-8 decoder, [`crate::codec::utf8`]).
+//! decoded by the one incremental UTF-8 decoder, [`abx_wire::codec::utf8`]).
 //!
 //! [`PipeReader::read_now`] reads straight from the descriptor without
 //! waiting for the reactor: the kernel runner uses it to drain output that

@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::api::code::{ExecutionResult, OutputLine};
-use crate::time::utc_parts;
+use abx_wire::api::code::{ExecutionResult, OutputLine};
+use abx_wire::time::utc_parts;
 
 /// Largest result a driver sends (its encoded event); a larger value to
 /// display becomes an error of the execution, raised by the driver.

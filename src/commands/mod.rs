@@ -16,12 +16,12 @@ use crate::pyrepr;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use abx_wire::api::{CommandArgInfo, CommandInfo};
 use serde_json::{Map, Value};
 
 pub use self::coerce::{ArgError, ArgType};
 use self::run::{Invocation, RunError};
 pub use self::spec::{Command, CommandSpec, InputMode, OutputMode, Piece};
-use crate::api::{CommandArgInfo, CommandInfo};
 use crate::policy::Identity;
 use crate::process::ExitStatus;
 

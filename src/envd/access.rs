@@ -131,7 +131,7 @@ pub fn basic_user(authorization: &str) -> Option<String> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = crate::api::envd::decode_base64(rest.trim())?;
+    let decoded = abx_wire::api::envd::decode_base64(rest.trim())?;
     let text = String::from_utf8(decoded).ok()?;
     let user = text.split_once(':').map_or(text.as_str(), |(user, _)| user);
     (!user.is_empty()).then(|| user.to_string())

@@ -255,7 +255,7 @@ impl DirWatches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::envd::filesystem::{EventType, FilesystemEvent};
+    use abx_wire::api::envd::filesystem::{EventType, FilesystemEvent};
 
     fn event(i: u64) -> Item {
         Item::Event(Box::new(FilesystemEvent { name: format!("f{i}"), kind: EventType::Create, entry: None }))

@@ -11,13 +11,13 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use abx_wire::api::envd::filesystem::{EntryInfo, FileType};
+use abx_wire::api::envd::timestamp;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Group, Uid, User};
 
 use super::EnvdError;
-use crate::api::envd::filesystem::{EntryInfo, FileType};
-use crate::api::envd::timestamp;
 use crate::fs::meta::{Kind, Stat};
 use crate::fs::safe::{self, dir_flags, Resolved};
 use crate::fs::walk::{walk, Flow};

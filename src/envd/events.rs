@@ -4,12 +4,12 @@
 //! lost output ends with a [`Delivery::Truncated`] marker instead of `end`
 //! (the edge sends it as a Connect `data_loss` error).
 
+use abx_wire::api::envd::process::{EndEvent, Output, ProcessEvent};
 use futures_util::Stream;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use tokio::sync::watch;
 
-use crate::api::envd::process::{EndEvent, Output, ProcessEvent};
 use crate::process::capture::{Lost, Release, Subscription};
 use crate::process::output::Stream as Pipe;
 use crate::process::ExitStatus;

@@ -2,9 +2,10 @@
 //! functions (run them on the blocking pool) from a guard and the caller's
 //! paths to envd's answers and errors.
 
+use abx_wire::api::envd::filesystem::EntryInfo;
+
 use super::entry::{self, resolve_link};
 use super::{Account, EnvdError};
-use crate::api::envd::filesystem::EntryInfo;
 use crate::fs::meta::Kind;
 use crate::fs::safe;
 use crate::fs::write::Writes;
@@ -99,8 +100,8 @@ fn not_a_directory(e: FsError) -> EnvdError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::envd::filesystem::FileType;
     use crate::policy::paths::scratch;
+    use abx_wire::api::envd::filesystem::FileType;
 
     #[test]
     fn make_dir_move_and_remove_follow_envd() {

@@ -27,6 +27,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use futures_util::Stream;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncWriteExt;
@@ -36,7 +37,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{end_event, pipe_events, terminal_events, Delivery};
 use super::EnvdError;
-use crate::api::envd::process::{EndEvent, ProcessConfig, ProcessEvent, ProcessInfo, Selector, StartEvent};
 use crate::policy::Viewer;
 use crate::process::capture::{Capture, Subscription};
 use crate::process::output::Stream as Pipe;

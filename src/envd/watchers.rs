@@ -27,13 +27,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use abx_wire::api::envd::filesystem::{EventType, FilesystemEvent};
+use abx_wire::api::files::WatchEvent;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::entry;
 use super::EnvdError;
-use crate::api::envd::filesystem::{EventType, FilesystemEvent};
-use crate::api::files::WatchEvent;
 use crate::fs::safe::Resolved;
 use crate::fs::{watch, FsError};
 use crate::policy::PathGuard;

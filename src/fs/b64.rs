@@ -12,13 +12,13 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use abx_wire::codec::base64::BASE64;
 use base64::Engine;
 use bytes::Bytes;
 
 use super::feeder::{spawn_writer, Feeder, Writer};
 use super::write::{AtomicFile, Committed};
 use super::{FsError, WritePolicy};
-use crate::codec::base64::BASE64;
 
 /// Characters of base64 text decoded at a time (a multiple of 4; small in
 /// unit tests, so that small bodies cross piece boundaries).

@@ -2,6 +2,7 @@
 
 use std::os::fd::OwnedFd;
 
+use abx_wire::api::files::{FileEntry, FileInfo};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -10,7 +11,6 @@ use super::meta::{iso8601, Kind, Stat};
 use super::safe::{self, dir_flags, Resolved};
 use super::walk::{walk, Entry, Flow};
 use super::{file_name, is_temp_name, FsError};
-use crate::api::files::{FileEntry, FileInfo};
 use crate::policy::{Op, PathGuard};
 
 /// How far a listing goes.

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt;
 
 use nix::sys::stat::{FileStat, SFlag};
 
-pub use crate::time::utc_parts;
+pub use abx_wire::time::utc_parts;
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -150,6 +150,6 @@ mod tests {
         assert_eq!(text.len() as u64, len);
         let doc: serde_json::Value = serde_json::from_slice(&text).expect("json");
         use base64::Engine;
-        assert_eq!(crate::codec::base64::BASE64.decode(doc["c"].as_str().expect("c")).expect("base64"), data);
+        assert_eq!(abx_wire::codec::base64::BASE64.decode(doc["c"].as_str().expect("c")).expect("base64"), data);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use abx_wire::api::files::{LineMatch, SearchHit, SearchResponse};
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::Mode;
 
@@ -15,7 +16,6 @@ use super::meta::Kind;
 use super::safe::{self, dir_flags, Resolved};
 use super::walk::{walk, Flow};
 use super::FsError;
-use crate::api::files::{LineMatch, SearchHit, SearchResponse};
 use crate::policy::{Op, PathGuard};
 
 /// Longest line kept in a content match.

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use std::os::fd::AsFd;
 
+use abx_wire::api::files::WatchEvent;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use tokio::sync::mpsc;
@@ -35,7 +36,6 @@ use super::meta::{Kind, Stat};
 use super::safe::{self, dir_flags, Resolved};
 use super::walk::{walk, Flow, MAX_NESTING};
 use super::{is_temp_name, FsError};
-use crate::api::files::WatchEvent;
 use crate::policy::{Op, PathGuard};
 
 /// How long events are gathered before they are compared and reported.

@@ -287,7 +287,7 @@ impl WatchRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::files::WatchEvent;
+    use abx_wire::api::files::WatchEvent;
 
     fn change(i: usize) -> Output {
         Output::Change(WatchEvent { kind: "created".into(), path: format!("/f{i}"), is_dir: false, old_path: None })

@@ -5,6 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::api::browser::{
+    BlockedRequest, BrowserContent, BrowserPage, ClickRequest, Clicked, ConsoleLog, ConsoleLogs, ContentQuery,
+    EvaluateRequest, Evaluated, NavigateRequest, Pdf, PdfRequest, Screenshot, ScreenshotRequest, TypeRequest, Typed,
+};
+use abx_wire::api::process::is_truthy;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -14,11 +19,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::browser::{
-    BlockedRequest, BrowserContent, BrowserPage, ClickRequest, Clicked, ConsoleLog, ConsoleLogs, ContentQuery,
-    EvaluateRequest, Evaluated, NavigateRequest, Pdf, PdfRequest, Screenshot, ScreenshotRequest, TypeRequest, Typed,
-};
-use crate::api::process::is_truthy;
 use crate::browser::page::{self, WaitUntil};
 use crate::browser::BrowserError;
 use crate::policy::Grant;

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use abx_wire::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};
+use abx_wire::endpoints::{Limit, Param};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -11,10 +13,8 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};
 use crate::code::git::{self, GitError};
 use crate::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
-use crate::endpoints::{Limit, Param};
 use crate::policy::{Denial, Grant, LimitValue, Op, ParamValue};
 use crate::pyrepr;
 

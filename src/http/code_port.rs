@@ -24,6 +24,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
+use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -35,10 +37,8 @@ use tokio::sync::mpsc;
 use super::code_wire::{commands_unrestricted, context_cwd, Payload, TextError};
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
-use crate::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use crate::code::executions::{Attached, Delivery, Executions};
 use crate::code::{CodeError, CodeInterpreter};
-use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::policy::{owner, Grant, Viewer};
 
 /// The request header that keeps an execution running without its connection.

@@ -5,6 +5,7 @@
 //! format of the `e2b-code-interpreter` SDK's server. Other errors are
 //! plain text ([`TextError`]).
 
+use abx_wire::api::code::{CreateContextRequest, ExecuteRequest};
 use axum::body::to_bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -14,7 +15,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
-use crate::api::code::{CreateContextRequest, ExecuteRequest};
 use crate::code::CodeError;
 use crate::policy::{Denial, Grant, Op};
 

@@ -2,6 +2,7 @@
 //! and the mapping of the commands domain's errors to the reference's
 //! error bodies.
 
+use abx_wire::api::{CommandList, CommandResult};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -10,7 +11,6 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::AppState;
-use crate::api::{CommandList, CommandResult};
 use crate::commands::{self, CommandError};
 use crate::policy::{Denial, Grant};
 

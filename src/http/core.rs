@@ -1,6 +1,7 @@
 //! Handlers of the core group: `GET /health`, `GET /capabilities`, `POST
 //! /capabilities/check`, and the extension `GET /openapi.json`.
 
+use abx_wire::api::{Capabilities, CheckRequest, Decision, Health};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -9,7 +10,6 @@ use axum::Json;
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::AppState;
-use crate::api::{Capabilities, CheckRequest, Decision, Health};
 use crate::policy::{Grant, Op};
 
 /// `GET /health`: always `{"status": "ok"}` while the server runs.

@@ -1,11 +1,11 @@
 //! `ApiError`: every failure a handler or the pipeline returns, written once
 //! as the reference server's JSON error body with its exact status.
 
+use abx_wire::api::ErrorBody;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::api::ErrorBody;
 use crate::policy::Denial;
 
 /// The machine code of an error response, kept as a response extension for the audit line.
@@ -161,6 +161,8 @@ impl IntoResponse for ApiError {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -172,5 +174,72 @@ mod tests {
         let response = err.into_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[header::RETRY_AFTER], "7");
+    }
+
+    /// The daemon's codes are string literals where its errors are built
+    /// (`with_code("..")`, `Denial::forbidden("..", ..)`, ...). Every one must
+    /// be a variant, so the client's enum mirrors the server: a new code
+    /// without a variant fails here. envd's Connect codes and the agents
+    /// group's OpenAI error envelope are other protocols' and are not scanned.
+    #[test]
+    fn every_code_the_daemon_sends_is_a_variant() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("src is readable").flatten() {
+                let path = entry.path();
+                let skip = ["envd", "agents"].iter().any(|d| path.ends_with(d));
+                if path.is_dir() && !skip {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        // Where a code is written: the first code-like literal after one of these.
+        let markers = [
+            "with_code(",
+            "forbidden(",
+            "::invalid(",
+            "code: \"",
+            "refuse(",
+            "conflict(",
+            "DENIED: &str",
+            "Refusal::new(",
+            "unavailable(",
+            "unauthorized(",
+        ];
+        let is_code = |literal: &str| {
+            !literal.is_empty()
+                && literal.contains('_')
+                && literal.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                && !literal.starts_with('_')
+        };
+        let mut seen = 0;
+        let mut unknown = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).expect("readable");
+            let source = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let lines: Vec<&str> = source.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                for marker in markers {
+                    for (at, _) in line.match_indices(marker) {
+                        let mut tail = line[at + marker.len()..].to_string();
+                        if let Some(next) = lines.get(i + 1) {
+                            tail.push_str(next);
+                        }
+                        let literals = if marker.ends_with('"') { format!("\"{tail}") } else { tail };
+                        let Some(code) = literals.split('"').skip(1).step_by(2).find(|l| is_code(l)) else { continue };
+                        seen += 1;
+                        if matches!(abx_wire::api::ErrorCode::from_wire(code), abx_wire::api::ErrorCode::Other(_)) {
+                            unknown.push(format!("{}:{}: {code}", file.display(), i + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seen > 30, "the scan found the daemon's codes ({seen})");
+        assert!(unknown.is_empty(), "codes without an ErrorCode variant:\n{}", unknown.join("\n"));
     }
 }

@@ -6,6 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use abx_wire::api::files::{
+    DeleteResponse, FileInfo, ListQuery, ListResponse, MkdirRequest, MkdirResponse, MoveRequest, MoveResponse,
+    PathQuery, SearchRequest, SearchResponse,
+};
+use abx_wire::endpoints::Limit;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -14,11 +19,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::files::{
-    DeleteResponse, FileInfo, ListQuery, ListResponse, MkdirRequest, MkdirResponse, MoveRequest, MoveResponse,
-    PathQuery, SearchRequest, SearchResponse,
-};
-use crate::endpoints::Limit;
 use crate::fs::{self, list::ListOptions, safe, search, FsError};
 use crate::policy::{Grant, LimitValue, Op};
 use crate::pyrepr;

@@ -18,6 +18,8 @@
 
 use std::borrow::Cow;
 
+use abx_wire::api::files::TransferResponse;
+use abx_wire::endpoints::Limit;
 use axum::extract::{Request, State};
 use axum::Json;
 use bytes::Bytes;
@@ -29,8 +31,6 @@ use super::extract::{parse_object, BodyLimit};
 use super::files::{at, body_field, limit_or, resolve_write};
 use super::files_transfer::write_policy;
 use super::AppState;
-use crate::api::files::TransferResponse;
-use crate::endpoints::Limit;
 use crate::fs::b64::{Base64Upload, PIECE};
 use crate::fs::{safe, WritePolicy};
 use crate::policy::Grant;
@@ -209,9 +209,9 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::endpoints::{Param, ENDPOINTS};
     use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
     use crate::policy::{Credentials, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_wire::endpoints::{Param, ENDPOINTS};
 
     struct Setup {
         _dir: tempfile::TempDir,

@@ -5,6 +5,10 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use abx_wire::api::files::{
+    ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
+};
+use abx_wire::endpoints::{Limit, Param};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -19,10 +23,6 @@ use super::error::ApiError;
 use super::extract::{BodyLimit, JsonBody, Query};
 use super::files::{at, limit_or, query_path, resolve_write, truthy};
 use super::AppState;
-use crate::api::files::{
-    ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
-};
-use crate::endpoints::{Limit, Param};
 use crate::fs::{self, archive, read, safe, watch, watch_runs, FsError, Progress, WritePolicy};
 use crate::policy::{owner, Grant, LimitValue, Op, ParamValue, Viewer};
 

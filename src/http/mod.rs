@@ -37,6 +37,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -47,7 +48,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use self::error::ApiError;
 pub use self::pipeline::{KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
 use crate::commands::Registry;
-use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::environment::ChildEnv;
 use crate::policy::PolicyEngine;
 use crate::pty::{TerminalSettings, Terminals};
@@ -193,7 +193,7 @@ fn browser_for(
     env: &Arc<ChildEnv>,
     settings: crate::browser::BrowserSettings,
 ) -> Arc<crate::browser::Browser> {
-    let rule = crate::endpoints::find("browser_navigate").map(|e| engine.rule(e));
+    let rule = abx_wire::endpoints::find("browser_navigate").map(|e| engine.rule(e));
     let policy = rule.map(crate::policy::guards::UrlPolicy::from_rule).unwrap_or_default();
     crate::browser::Browser::new(settings, Arc::clone(env), policy)
 }

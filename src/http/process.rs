@@ -10,6 +10,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_wire::api::process::{
+    ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest,
+    SignalResult, Started, StdinRequest, StdinResult,
+};
+use abx_wire::endpoints::Limit;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -21,11 +26,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::process::{
-    ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest,
-    SignalResult, Started, StdinRequest, StdinResult,
-};
-use crate::endpoints::Limit;
 use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use crate::policy::{owner, Grant, LimitValue, Viewer};
 use crate::process::exec::{CommandLine, ExecInput};

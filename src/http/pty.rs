@@ -3,6 +3,8 @@
 //! endpoint), and the mapping of the terminal domain's errors to the
 //! reference's error bodies.
 
+use abx_wire::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
+use abx_wire::endpoints::{Limit, Param, Port, ENDPOINTS};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::routing::get;
@@ -14,8 +16,6 @@ use super::extract::JsonBody;
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::pty_ws::{self, viewer};
 use super::AppState;
-use crate::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
-use crate::endpoints::{Limit, Param, Port, ENDPOINTS};
 use crate::policy::{Denial, Grant, ParamValue};
 use crate::pty::request::{self, CreatePolicy, CreateRequest};
 use crate::pty::TerminalError;
@@ -157,10 +157,10 @@ mod tests {
     use serde_json::{json, Value};
     use tokio_util::sync::CancellationToken;
 
-    use crate::endpoints::{Limit, Param};
     use crate::http::testing::send;
     use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
     use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_wire::endpoints::{Limit, Param};
 
     fn app(rule: RuleSpec) -> axum::Router {
         let layer = Layer {

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use abx_wire::api::PtyMessage;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -21,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use super::error::ApiError;
 use super::extract::Query;
 use super::AppState;
-use crate::api::PtyMessage;
 use crate::policy::{owner, Grant, Viewer};
 use crate::process::ExitStatus;
 use crate::pty::request::{parse_message, ClientMessage};

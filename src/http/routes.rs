@@ -5,13 +5,13 @@
 //! binding. An id with no handler here answers 501 and is reported as
 //! `not_implemented` in `/capabilities`.
 
+use abx_wire::endpoints::{Endpoint, Method};
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
 use super::{
     agents, browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState,
 };
-use crate::endpoints::{Endpoint, Method};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
 pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
@@ -181,11 +181,11 @@ mod tests {
     use tokio_util::sync::CancellationToken;
     use tower::ServiceExt;
 
-    use crate::endpoints::{Endpoint, Port, ENDPOINTS};
     use crate::http::code_port::{self, CodeState};
     use crate::http::envd::{self, EnvdState};
     use crate::http::{self as edge, AppState};
     use crate::policy::{PolicyEngine, PolicyInputs};
+    use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 
     /// Every port's router, behind a server token.
     fn routers() -> Vec<(Port, axum::Router)> {

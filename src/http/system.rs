@@ -2,6 +2,10 @@
 //! `GET /env`, `POST /env`, `GET /ports`, `GET /packages`, and the mapping
 //! of the system domain's errors to the reference's error bodies.
 
+use abx_wire::api::{
+    EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, PackageList, PackagesQuery, PortList, SystemInfo, SystemMetrics,
+};
+use abx_wire::endpoints::Param;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -9,10 +13,6 @@ use axum::Json;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::api::{
-    EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, PackageList, PackagesQuery, PortList, SystemInfo, SystemMetrics,
-};
-use crate::endpoints::Param;
 use crate::policy::guards::env::VarRules;
 use crate::policy::{Grant, ParamValue};
 use crate::system::env::{self, EnvError};
@@ -120,10 +120,10 @@ mod tests {
     use serde_json::{json, Value};
     use tokio_util::sync::CancellationToken;
 
-    use crate::endpoints::Param;
     use crate::http::testing::send;
     use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
     use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_wire::endpoints::Param;
 
     fn rule(endpoint: &str, params: &[(Param, &[&str])]) -> Layer {
         let params: BTreeMap<Param, ParamValue> =

@@ -11,13 +11,13 @@
 //! the others required). Opt-in groups are in the document, marked
 //! `x-abx-opt-in`; they answer 404 `endpoint_disabled` until enabled.
 
+use abx_wire::api::ErrorBody;
+use abx_wire::endpoints::{Endpoint, Method, Port, ENDPOINTS};
 use schemars::generate::{Contract, SchemaSettings};
 use schemars::SchemaGenerator;
 use serde_json::{json, Map, Value};
 
 use super::shapes::{self, Answer, Content, Shape};
-use crate::api::ErrorBody;
-use crate::endpoints::{Endpoint, Method, Port, ENDPOINTS};
 
 /// The document, serialised as `docs/openapi.json` holds it.
 pub fn serialised() -> Vec<u8> {
@@ -142,7 +142,7 @@ fn tags() -> Vec<Value> {
     groups.dedup();
     groups.sort();
     groups.dedup();
-    let describe = |g: crate::endpoints::Group| {
+    let describe = |g: abx_wire::endpoints::Group| {
         if g.opt_in() {
             format!("Opt-in group `{g}`: its endpoints answer 404 `endpoint_disabled` until a policy or `ABX_SERVER_ENABLED_GROUPS` enables it.")
         } else {

@@ -1,5 +1,5 @@
 //! What each API-port endpoint takes and answers, by endpoint id: the wire
-//! types (`crate::api`) of its query, body and answers, for the OpenAPI
+//! types (`abx_wire::api`) of its query, body and answers, for the OpenAPI
 //! document.
 //!
 //! The endpoint table says which operations exist (path, method, id, group,
@@ -11,18 +11,18 @@
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value};
 
-use crate::api::browser as b;
-use crate::api::code::{CodeRunRequest, CodeRunResult, GitDiff, GitQuery, GitStatus};
-use crate::api::files::{
+use abx_wire::api::browser as b;
+use abx_wire::api::code::{CodeRunRequest, CodeRunResult, GitDiff, GitQuery, GitStatus};
+use abx_wire::api::files::{
     ArchiveRequest, ArchiveResponse, ContentQuery, DeleteResponse, DownloadResponse, FileInfo, ListQuery, ListResponse,
     MkdirRequest, MkdirResponse, MoveRequest, MoveResponse, PathQuery, SearchRequest, SearchResponse, TransferResponse,
     UploadCancelled, UploadRequest, UploadStatus, WatchQuery,
 };
-use crate::api::process::{
+use abx_wire::api::process::{
     ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellResult, SignalRequest, SignalResult,
     Started, StdinRequest, StdinResult,
 };
-use crate::api::{
+use abx_wire::api::{
     Capabilities, CheckRequest, CommandList, CommandResult, Decision, EnvQuery, EnvSetRequest, EnvUpdated,
     EnvVariables, Health, PackageList, PackagesQuery, PortList, PtyClosed, PtyCreateRequest, PtyCreated,
     PtyResizeRequest, PtySessionInfo, PtySessionList, SystemInfo, SystemMetrics,

@@ -1,11 +1,11 @@
 //! The document built from the table and the wire types against itself and
 //! against the committed `docs/openapi.json` (which the daemon serves).
 
+use abx_wire::endpoints::{Port, ENDPOINTS};
 use serde_json::Value;
 
 use super::generate::{assemble, serialised};
 use super::shapes;
-use crate::endpoints::{Port, ENDPOINTS};
 
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json");
 

@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use abx_wire::api::core::{GroupSummary, IdentityInfo, PathsInfo, PolicyInfo};
+use abx_wire::api::{Capabilities, Decision, EndpointState};
+use abx_wire::endpoints::{self, Endpoint, Group, ENDPOINTS};
 use serde_json::{Map, Value};
 
 use super::{Identity, Op, PolicyEngine};
-use crate::api::core::{GroupSummary, IdentityInfo, PathsInfo, PolicyInfo};
-use crate::api::{Capabilities, Decision, EndpointState};
-use crate::endpoints::{self, Endpoint, Group, ENDPOINTS};
 
 /// Version of the discovery document.
 pub const API_VERSION: u32 = 2;

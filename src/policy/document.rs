@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use abx_wire::endpoints::{self, Group, ENDPOINTS};
 use serde_json::{Map, Value};
 
 use super::auth::parse_auth;
@@ -17,7 +18,6 @@ pub use super::auth::{AuthSpec, TokenSecret, TokenSpec};
 use super::rules::{Layer, Rank, RuleSpec, Selector};
 use super::schema::{self, check_keys, repr};
 use super::{presets, suggest, PolicyConfigError};
-use crate::endpoints::{self, Group, ENDPOINTS};
 
 /// The only policy format version.
 pub const POLICY_VERSION: u64 = 1;

@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use abx_wire::endpoints::{Endpoint, Limit, Param};
+
 use super::paths::Touched;
 use super::rules::AuditMode;
 use super::{Denial, EffectiveRule, Identity, LimitValue, Op, ParamValue, PathGuard, PolicyEngine};
-use crate::endpoints::{Endpoint, Limit, Param};
 
 /// The endpoint whose rule decides every start of a program.
 const PROCESS_START: &str = "process_start";
@@ -57,7 +58,7 @@ impl Grant {
     /// # Errors
     /// `endpoint_disabled` or `missing_scope` of the other endpoint.
     pub fn also(&self) -> Result<Grant, Denial> {
-        let Some(other) = self.0.endpoint.also.and_then(crate::endpoints::find) else {
+        let Some(other) = self.0.endpoint.also.and_then(abx_wire::endpoints::find) else {
             return Ok(self.clone());
         };
         let rule = self.0.engine.rule(other);
@@ -84,7 +85,7 @@ impl Grant {
     /// # Errors
     /// `endpoint_disabled` naming the rule that switched process execution off.
     pub fn process_execution(&self) -> Result<Grant, Denial> {
-        let Some(start) = crate::endpoints::find(PROCESS_START) else {
+        let Some(start) = abx_wire::endpoints::find(PROCESS_START) else {
             return Err(Denial::forbidden("process_denied", "process execution is not configured"));
         };
         let rule = self.0.engine.rule(start);
@@ -184,7 +185,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let inputs = PolicyInputs { base_dir: dir.path().to_path_buf(), ..PolicyInputs::default() };
         let engine = Arc::new(PolicyEngine::new(inputs).expect("valid"));
-        let endpoint = crate::endpoints::find("files_stat").expect("files_stat");
+        let endpoint = abx_wire::endpoints::find("files_stat").expect("files_stat");
         let grant = Grant::new(engine, endpoint, Arc::new(Identity::new("t", ["*"])), None);
         let clone = grant.clone();
         let resolved = clone.resolve_path("a.txt").expect("inside");

@@ -8,9 +8,10 @@
 
 use std::path::Path;
 
+use abx_wire::endpoints::{Endpoint, ENDPOINTS};
+
 use super::rules::{Layer, Selector};
 use super::{Identity, PolicyEngine};
-use crate::endpoints::{Endpoint, ENDPOINTS};
 
 impl PolicyEngine {
     /// Warnings about the compiled policy, sorted and without duplicates.
@@ -24,7 +25,7 @@ impl PolicyEngine {
             if rule.allow.iter().any(|a| super::paths::normalize(a) == Path::new("/")) {
                 warnings.push(format!("L2: endpoint '{id}' allows the filesystem root '/'"));
             }
-            if rule.param(crate::endpoints::Param::Overwrite) == Some(&super::ParamValue::Bool(false))
+            if rule.param(abx_wire::endpoints::Param::Overwrite) == Some(&super::ParamValue::Bool(false))
                 && rule.allow.is_empty()
             {
                 warnings.push(format!("L4: endpoint '{id}' sets overwrite=false without paths.allow"));
@@ -57,7 +58,7 @@ impl PolicyEngine {
                 roots.map(|root| (root.to_path_buf(), r.endpoint.id)).collect::<Vec<_>>()
             })
             .collect();
-        let agents_on = self.rules.iter().any(|r| r.enabled && r.endpoint.group == crate::endpoints::Group::Agents);
+        let agents_on = self.rules.iter().any(|r| r.enabled && r.endpoint.group == abx_wire::endpoints::Group::Agents);
         for daemon in self.daemon_paths.iter().filter(|d| agents_on || d.what != super::daemon::AGENTS_STATE) {
             let candidates = [daemon.path.clone(), super::paths::realpath(&daemon.path)];
             let hit = candidates.iter().find_map(|p| {
@@ -101,7 +102,7 @@ impl PolicyEngine {
                     .filter(|r| identity.missing(&r.scopes).is_none())
                     .map(|r| {
                         (
-                            r.endpoint.governed_by.is_some() && r.endpoint.port != crate::endpoints::Port::Api,
+                            r.endpoint.governed_by.is_some() && r.endpoint.port != abx_wire::endpoints::Port::Api,
                             r.endpoint.id,
                         )
                     })
@@ -309,7 +310,7 @@ mod tests {
         );
         let env = lint_with(
             json!({"preset": "locked"}),
-            PolicyInputs { enabled_groups: vec![crate::endpoints::Group::DevTools], ..PolicyInputs::default() },
+            PolicyInputs { enabled_groups: vec![abx_wire::endpoints::Group::DevTools], ..PolicyInputs::default() },
         );
         assert_eq!(
             env,
@@ -320,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_grant_of_a_power_the_preset_closes_is_reported() {
-        let env = PolicyInputs { enabled_groups: vec![crate::endpoints::Group::Agents], ..PolicyInputs::default() };
+        let env = PolicyInputs { enabled_groups: vec![abx_wire::endpoints::Group::Agents], ..PolicyInputs::default() };
         assert_eq!(lint_with(json!({"preset": "read-only"}), env.clone()), Vec::<String>::new(), "nothing granted");
         let granted = json!({"preset": "hardened", "endpoints": {"agents_sessions_create": {"enabled": true}}});
         let warnings = lint_with(granted, env);

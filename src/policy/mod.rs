@@ -52,11 +52,11 @@ pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
 pub use self::signed::SignedRequest;
 pub use self::source::PolicySources;
 pub use self::user::IdentityUser;
+use abx_wire::endpoints::{self, Endpoint, Group, Limit, ENDPOINTS};
 
 use self::document::TokenSecret;
 use self::limiter::Limiter;
 use self::rules::{baseline_layers, enabled_group_layers, Layer, Rank};
-use crate::endpoints::{self, Endpoint, Group, Limit, ENDPOINTS};
 
 /// The environment variable holding the server token.
 pub const TOKEN_ENV: &str = "ABX_SERVER_TOKEN";
@@ -134,7 +134,7 @@ pub struct PolicyEngine {
 /// for the envd port's process starts, whose working directory is anywhere
 /// the process's user may enter (as envd), unless a policy names roots.
 fn default_root<'a>(base_dir: &'a Path, rule: &EffectiveRule) -> &'a Path {
-    let envd_exec = rule.endpoint.port == crate::endpoints::Port::Envd
+    let envd_exec = rule.endpoint.port == abx_wire::endpoints::Port::Envd
         && rule.endpoint.governed_by.is_some_and(|g| Op::default_for(g) == Op::Exec);
     if envd_exec {
         Path::new("/")

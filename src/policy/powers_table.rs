@@ -2,11 +2,12 @@
 //! what each preset leaves open, computed from the endpoint table and the
 //! presets (a test keeps the page equal to it).
 
+use abx_wire::endpoints::{Group, ENDPOINTS};
+
 use super::document::preset_layers;
 use super::presets::NAMES;
 use super::rules::{baseline_layers, compile, enabled_group_layers, Rank};
 use super::PolicyConfigError;
-use crate::endpoints::{Group, ENDPOINTS};
 
 /// The table of docs/policy.md: each endpoint with its group and powers,
 /// and whether each preset leaves it open when every opt-in group is

@@ -12,10 +12,10 @@
 //! naming the endpoint (or the endpoint governing it) does, and the lint
 //! reports such a grant (L9).
 
+use abx_wire::endpoints::{Endpoint, Group, Power, ENDPOINTS};
 use serde_json::{json, Map, Value};
 
 use super::rules::{Layer, Rank, RuleSpec, Selector};
-use crate::endpoints::{Endpoint, Group, Power, ENDPOINTS};
 
 /// The preset names, in the reference's order.
 pub const NAMES: [&str; 5] = ["default", "transfer-only", "read-only", "hardened", "locked"];
@@ -55,7 +55,7 @@ fn groups_off() -> Value {
 ///   writes its path denies govern.
 /// - `transfer-only`: running programs.
 pub fn closes(name: &str, endpoint: &Endpoint) -> Option<Power> {
-    let group = endpoint.governed_by.and_then(crate::endpoints::find).map_or(endpoint.group, |g| g.group);
+    let group = endpoint.governed_by.and_then(abx_wire::endpoints::find).map_or(endpoint.group, |g| g.group);
     let closed: &[Power] = match name {
         "read-only" | "locked" => &[Power::RunsPrograms, Power::WritesFiles],
         "hardened" if group != Group::FileOps => &[Power::RunsPrograms, Power::WritesFiles],
@@ -122,9 +122,9 @@ pub fn document(name: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::{Group, Power, ENDPOINTS};
     use crate::policy::document;
     use crate::policy::rules::{self, enabled_group_layers, AuditMode, EffectiveRule, Rank, SymlinkMode};
+    use abx_wire::endpoints::{Group, Power, ENDPOINTS};
 
     /// The effective rules of a policy document plus `groups` from the environment.
     fn compiled(policy: Value, groups: &[Group]) -> Vec<EffectiveRule> {

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use abx_wire::endpoints::{Endpoint, Group, Limit, Param, ENDPOINTS};
 use serde::Serialize;
 
 use super::PolicyConfigError;
-use crate::endpoints::{Endpoint, Group, Limit, Param, ENDPOINTS};
 
 /// Which endpoints a layer applies to.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +48,7 @@ impl Selector {
     /// reference server governs the extension the same way, whatever port
     /// serves it; a rule naming the extension's own id is more specific still.
     fn specificity(&self, endpoint: &Endpoint) -> Option<u8> {
-        let governing = endpoint.governed_by.and_then(crate::endpoints::find);
+        let governing = endpoint.governed_by.and_then(abx_wire::endpoints::find);
         match self {
             Selector::Defaults => Some(0),
             Selector::Group(g) => (*g == endpoint.group || governing.is_some_and(|e| e.group == *g)).then_some(1),
@@ -317,7 +317,7 @@ fn ordered_for<'a>(layers: &'a [Layer], ep: &Endpoint) -> Vec<(u8, &'a Layer)> {
 fn validate(layers: &[Layer]) -> Result<(), PolicyConfigError> {
     for layer in layers {
         if let Selector::Exact(id) = &layer.selector {
-            if crate::endpoints::find(id).is_none() {
+            if abx_wire::endpoints::find(id).is_none() {
                 let ids = ENDPOINTS.iter().map(|e| e.id);
                 return Err(PolicyConfigError::new(format!(
                     "policy.endpoints.{id}: unknown endpoint{}",

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
+use abx_wire::endpoints::{Limit, Param};
 use serde_json::{Map, Value};
 
 use super::rules::{AuditMode, LimitValue, ParamValue, PathsSpec, RuleSpec, SymlinkMode};
 use super::{suggest, PolicyConfigError};
-use crate::endpoints::{Limit, Param};
 use crate::pyrepr::type_name;
 
 /// Keys a rule may have.

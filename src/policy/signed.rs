@@ -17,12 +17,12 @@
 
 use std::sync::{Arc, PoisonError};
 
+use abx_wire::endpoints::SignedOp;
 use base64::Engine;
 use subtle::ConstantTimeEq;
 
 use super::auth::{sha256, TokenIdentity};
 use super::{Denial, Identity, PolicyEngine};
-use crate::endpoints::SignedOp;
 
 /// The identity id of a caller holding the access token `/init` set.
 pub const ACCESS_TOKEN_IDENTITY: &str = "envd";

@@ -13,11 +13,11 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use abx_wire::codec::shlex::split;
+use abx_wire::endpoints::Limit;
 use nix::unistd::{Gid, Uid, User};
 
 use super::ProcessError;
-use crate::codec::shlex::split;
-use crate::endpoints::Limit;
 use crate::environment::ChildEnv;
 use crate::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
@@ -246,9 +246,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::endpoints::Param;
     use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
     use crate::policy::{Identity, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_wire::endpoints::Param;
 
     /// A grant for `endpoint` under one policy rule, with `base` as the base directory.
     fn grant(endpoint: &str, base: &std::path::Path, rule: RuleSpec) -> Grant {
@@ -257,7 +257,7 @@ mod tests {
         let document = PolicyDocument { layers: vec![layer], ..PolicyDocument::default() };
         let inputs = PolicyInputs { base_dir: base.to_path_buf(), document: Some(document), ..PolicyInputs::default() };
         let engine = Arc::new(PolicyEngine::new(inputs).expect("valid policy"));
-        let ep = crate::endpoints::find(endpoint).expect("endpoint");
+        let ep = abx_wire::endpoints::find(endpoint).expect("endpoint");
         engine.admit(ep, Arc::new(Identity::new("t", ["*"]))).expect("admitted").0
     }
 

@@ -16,7 +16,7 @@
 //!   view of the registry: stdin, signals, and bounded, cursor-addressable output.
 //! - [`output`]: UTF-8-safe chunking and line splitting.
 //! - [`capture`]: the bounded output log, lossless under attached subscribers.
-//! - Command lines are split shell-style by [`crate::codec::shlex`], which
+//! - Command lines are split shell-style by [`abx_wire::codec::shlex`], which
 //!   the client shares.
 //!
 //! Nothing here knows about HTTP.

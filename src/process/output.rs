@@ -2,7 +2,7 @@
 //! cursor-addressable capture of background processes.
 //!
 //! - Chunks are cut at character boundaries by the one incremental UTF-8
-//!   decoder, [`crate::codec::utf8`] (process output, terminal scrollback and
+//!   decoder, [`abx_wire::codec::utf8`] (process output, terminal scrollback and
 //!   code pipes all use it), so a character is never split across events.
 //! - [`LineSplitter`] cuts a byte stream into lines (without the `\n`),
 //!   bounding a line's length so memory stays flat on output without newlines.
@@ -10,7 +10,7 @@
 //!   process up to a byte budget; attached subscribers hold the writer back
 //!   so nothing is dropped silently under them.
 
-use crate::codec::utf8::complete_len;
+use abx_wire::codec::utf8::complete_len;
 
 pub use super::capture::{Capture, CaptureRead, CapturedEvent};
 

@@ -31,7 +31,7 @@ use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError, DRAIN_AFTER_E
 use super::stream_runs::RESUME_GRACE;
 use super::stream_runs::{Delivery, StreamRun};
 use super::{format_g, receiver, spawn, ExecSpec, ExitStatus, ProcessError};
-use crate::api::process::{ShellEvent, ShellResult};
+use abx_wire::api::process::{ShellEvent, ShellResult};
 
 /// `/shell` output kept per stream when the policy sets no `max_output_bytes`.
 pub const DEFAULT_SHELL_OUTPUT_BYTES: usize = 16 * 1024 * 1024;

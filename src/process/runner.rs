@@ -23,6 +23,7 @@ use std::io;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use abx_wire::codec::utf8::complete_len;
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
@@ -30,7 +31,6 @@ use tokio::time::Instant;
 
 use super::reaper::{supervisor, ExitStatus, Job, SpawnOptions};
 use super::receiver;
-use crate::codec::utf8::complete_len;
 
 /// How long a terminated group gets between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);

@@ -17,12 +17,12 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use abx_wire::api::process::ShellEvent;
 use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::capture::{Bounds, Capture, Lost, SeekError, Subscription};
 use super::output::Stream;
-use crate::api::process::ShellEvent;
 use crate::policy::Viewer;
 use crate::resume::{Owned, Presence, Registry};
 

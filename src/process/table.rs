@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use abx_wire::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
+use abx_wire::codec::utf8::Utf8Decoder;
 use base64::Engine;
 use bytes::Bytes;
 use nix::sys::signal::Signal;
@@ -22,8 +24,6 @@ use super::registry::{Entry, Registry, Slot};
 use super::runner::KILL_GRACE;
 use super::stream_runs::StreamRuns;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
-use crate::api::process::{OutputEvent, ProcessInfo, ProcessOutput, Started, StdinRequest, StdinResult};
-use crate::codec::utf8::Utf8Decoder;
 use crate::policy::Viewer;
 
 /// Capture budget when the policy sets no `max_output_bytes`, as the reference.

@@ -23,11 +23,11 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 use std::time::{Duration, Instant};
 
+use abx_wire::api::PtySessionInfo;
 use tokio_util::sync::CancellationToken;
 
 pub use self::request::{ClientMessage, CreatePolicy, CreateRequest};
 pub use self::session::{Attachment, Session, Update};
-use crate::api::PtySessionInfo;
 use crate::policy::{Denial, Viewer};
 
 /// Default idle time after which an unattached session is closed (the reference's 30 minutes).
@@ -163,7 +163,7 @@ impl Terminals {
         Terminals {
             settings,
             sessions: Mutex::new(Table::default()),
-            ws_port: AtomicU16::new(crate::endpoints::Port::Pty.default_number()),
+            ws_port: AtomicU16::new(abx_wire::endpoints::Port::Pty.default_number()),
             reaper: Once::new(),
             shutdown,
         }

@@ -1,5 +1,5 @@
 //! A terminal's output history: a bounded byte ring addressed by absolute
-//! offsets. Readers decode what they read with [`crate::codec::utf8`],
+//! offsets. Readers decode what they read with [`abx_wire::codec::utf8`],
 //! which never splits a character.
 //!
 //! Every byte the terminal ever wrote has an offset (0, 1, 2, ...). The ring

@@ -16,6 +16,8 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use abx_wire::api::PtySessionInfo;
+use abx_wire::codec::utf8::Utf8Decoder;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
@@ -24,8 +26,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::scrollback::Scrollback;
 use super::spawn::{ExitFuture, SpawnedShell};
-use crate::api::PtySessionInfo;
-use crate::codec::utf8::Utf8Decoder;
 use crate::process::ExitStatus;
 use crate::process::Job;
 

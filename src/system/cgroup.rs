@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::api::CgroupStats;
+use abx_wire::api::CgroupStats;
 
 /// v1 memory limits at or above this are "no limit" (the kernel's page-rounded `i64::MAX`).
 const V1_UNLIMITED: u64 = 1 << 62;
@@ -204,7 +204,7 @@ pub fn read(location: &Location) -> CgroupStats {
             let cpu_max_cores = smallest_cores(dir, |d| {
                 std::fs::read_to_string(d.join("cpu.max")).ok().as_deref().and_then(parse_cpu_max)
             });
-            CgroupStats {
+            with_memory_percent(CgroupStats {
                 version: 2,
                 path: path.clone(),
                 memory_max_bytes,
@@ -215,8 +215,7 @@ pub fn read(location: &Location) -> CgroupStats {
                 pids_max: smallest(dir, "pids.max", read_limit),
                 pids_current: read_u64(&dir.file("pids.current")),
                 ..CgroupStats::default()
-            }
-            .with_memory_percent()
+            })
         }
         Location::V1 { path, memory, cpu, cpuacct, pids } => {
             let v1_limit = |p: &Path| read_u64(p).map(|n| Some(n).filter(|&n| n < V1_UNLIMITED));
@@ -232,7 +231,7 @@ pub fn read(location: &Location) -> CgroupStats {
                     (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
                 })
             });
-            CgroupStats {
+            with_memory_percent(CgroupStats {
                 version: 1,
                 path: path.clone(),
                 memory_max_bytes,
@@ -246,19 +245,17 @@ pub fn read(location: &Location) -> CgroupStats {
                 pids_max: pids.as_ref().and_then(|p| smallest(p, "pids.max", read_limit)),
                 pids_current: pids.as_ref().and_then(|p| read_u64(&p.file("pids.current"))),
                 ..CgroupStats::default()
-            }
-            .with_memory_percent()
+            })
         }
     }
 }
 
-impl CgroupStats {
-    fn with_memory_percent(mut self) -> Self {
-        if let (Some(current), Some(max)) = (self.memory_current_bytes, self.memory_max_bytes) {
-            self.memory_percent = Some(super::host::percent(current as f64, max as f64));
-        }
-        self
+/// `stats` with `memory_percent` worked out from its current and maximum memory.
+fn with_memory_percent(mut stats: CgroupStats) -> CgroupStats {
+    if let (Some(current), Some(max)) = (stats.memory_current_bytes, stats.memory_max_bytes) {
+        stats.memory_percent = Some(super::host::percent(current as f64, max as f64));
     }
+    stats
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use abx_wire::api::{CgroupStats, ListeningPort, PackageList, SystemInfo, SystemMetrics};
 use tokio::sync::Semaphore;
 
 use self::cgroup::Location;
@@ -33,7 +34,6 @@ use self::cpu::{Sample, Sampler, Usage, MIN_WINDOW};
 use self::host::{gib, mib, percent, round, CpuTimes, Disk, Memory};
 use self::packages::Manager;
 use self::run::RunError;
-use crate::api::{CgroupStats, ListeningPort, PackageList, SystemInfo, SystemMetrics};
 use crate::environment::ChildEnv;
 
 /// Package listings running at once; more callers wait their turn.

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use abx_wire::api::PackageInfo;
+
 use super::run::{run, RunError};
-use crate::api::PackageInfo;
 
 /// How long a listing may take (the reference's limit).
 pub const TIMEOUT: Duration = Duration::from_secs(10);

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-use crate::api::ListeningPort;
+use abx_wire::api::ListeningPort;
 
 /// `st` of a listening socket in `/proc/net/tcp*`.
 const LISTEN: &str = "0A";

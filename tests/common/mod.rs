@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::client::Client;
+use abx_client::Client;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
@@ -172,6 +172,15 @@ pub struct TestServer {
     /// Every `listening <name> <url>` line seen at start.
     pub listeners: Vec<(String, String)>,
     lines: mpsc::Receiver<String>,
+}
+
+/// The `abx` command line (the workspace's `abx` package), built beside the
+/// daemon: `cargo test` at the workspace root builds every member's
+/// binaries before it runs a test.
+pub fn abx() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_agent-sandbox-server")).with_file_name("abx");
+    assert!(path.is_file(), "{} is missing: build it with `cargo build -p abx`", path.display());
+    path
 }
 
 /// A server builder with the default test token.

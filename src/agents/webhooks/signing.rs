@@ -7,7 +7,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::codec::base64;
+use abx_wire::codec::base64;
 
 /// The prefix of a signing secret.
 pub const SECRET_PREFIX: &str = "whsec_";

@@ -24,7 +24,7 @@ use futures_util::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::api::envd::decode;
+use abx_wire::api::envd::decode;
 
 /// Largest request message accepted.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

@@ -13,6 +13,8 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
+use abx_wire::api::envd::http::{FilesQuery, WrittenFile};
+use abx_wire::endpoints::Limit;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -21,8 +23,6 @@ use axum::Json;
 use futures_util::{Stream, StreamExt};
 
 use super::{blocking, http_error, plain_error, EnvdState};
-use crate::api::envd::http::{FilesQuery, WrittenFile};
-use crate::endpoints::Limit;
 use crate::envd::{Account, EnvdError};
 use crate::fs::{read, safe, FsError, WritePolicy};
 use crate::policy::{Grant, LimitValue, Op};

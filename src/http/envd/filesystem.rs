@@ -5,6 +5,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use abx_wire::api::envd::filesystem::{
+    CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
+    WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
+};
+use abx_wire::endpoints::Limit;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -12,11 +17,6 @@ use futures_util::StreamExt;
 use super::connect::{self, CallOptions, ConnectError};
 use super::pace::{self, Paced};
 use super::{Call, EnvdState};
-use crate::api::envd::filesystem::{
-    CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
-    WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
-};
-use crate::endpoints::Limit;
 use crate::envd::dir_watches::{DirCursor, DirResumeError, Resumed, Target};
 use crate::envd::filesystem as ops;
 use crate::envd::watchers::{self, Item, WatchOptions};

@@ -27,6 +27,7 @@ mod process;
 use std::future::Future;
 use std::sync::Arc;
 
+use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode};
@@ -41,7 +42,6 @@ use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
 pub use super::pipeline::http_error;
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
-use crate::endpoints::{Endpoint, Port, ENDPOINTS};
 use crate::envd::{access, Envd, EnvdError};
 use crate::fs::FsError;
 use crate::policy::{Denial, Grant};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use abx_wire::api::envd::http::{InitRequest, Metrics};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -11,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::{blocking, http_error, plain_error, EnvdState};
-use crate::api::envd::http::{InitRequest, Metrics};
 use crate::envd::EnvdError;
 use crate::policy::Grant;
 use crate::system::host;

@@ -9,18 +9,18 @@
 
 use std::sync::Arc;
 
+use abx_wire::api::envd::filesystem::Empty;
+use abx_wire::api::envd::process::{
+    EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
+    StartRequest, StreamInputRequest, UpdateRequest,
+};
+use abx_wire::endpoints::Limit;
 use axum::response::Response;
 use futures_util::StreamExt;
 
 use super::connect::{self, CallOptions, Code, ConnectError, Messages};
 use super::pace::{self, Paced};
 use super::Call;
-use crate::api::envd::filesystem::Empty;
-use crate::api::envd::process::{
-    EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
-    StartRequest, StreamInputRequest, UpdateRequest,
-};
-use crate::endpoints::Limit;
 use crate::envd::events::Delivery;
 use crate::envd::processes::{Held, Process, StartOptions};
 use crate::envd::EnvdError;

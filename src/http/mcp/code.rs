@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use abx_wire::api::code::{ExecuteRequest, ExecutionResult, OutputLine};
 use axum::http::StatusCode;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::ErrorData;
@@ -14,7 +15,6 @@ use serde_json::{Map, Value};
 
 use super::call::{arguments, Ctx, Outcome};
 use super::call::{json_result, Empty};
-use crate::api::code::{ExecuteRequest, ExecutionResult, OutputLine};
 use crate::code::CodeInterpreter;
 use crate::http::code_wire::{commands_unrestricted, context_cwd, TextError};
 use crate::http::error::ApiError;
@@ -175,7 +175,7 @@ async fn created(
     ctx: &Ctx<'_>,
     language: Option<String>,
     cwd: Option<String>,
-) -> Result<crate::api::code::ContextInfo, ApiError> {
+) -> Result<abx_wire::api::code::ContextInfo, ApiError> {
     let code = contexts(ctx)?;
     commands_unrestricted(ctx.grant).map_err(|e| api_error(&e))?;
     let cwd = context_cwd(ctx.grant, cwd.as_deref()).map_err(|e| api_error(&e))?;

@@ -3,6 +3,7 @@
 //! into `fs` for what HTTP has no endpoint of its own for (lines of a text
 //! file, an exact-string edit).
 
+use abx_wire::endpoints::Limit;
 use axum::extract::State;
 use base64::Engine as _;
 use bytes::Bytes;
@@ -12,7 +13,6 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::call::{arguments, json_result, Ctx, Outcome};
-use crate::endpoints::Limit;
 use crate::fs::text::{self, Text};
 use crate::fs::{self, read, safe, FsError};
 use crate::http::error::ApiError;

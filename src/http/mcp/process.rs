@@ -3,6 +3,9 @@
 //! progress notifications when the client asks (a progress token), and a
 //! cancelled call has its command's process group killed.
 
+use abx_wire::api::process::OutputQuery;
+use abx_wire::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
+use abx_wire::endpoints::Limit;
 use axum::extract::{Path, State};
 use rmcp::model::ProgressNotificationParam;
 use rmcp::ErrorData;
@@ -10,9 +13,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::call::{arguments, json_result, Ctx, Empty, Outcome};
-use crate::api::process::OutputQuery;
-use crate::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
-use crate::endpoints::Limit;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::process::{self as handlers, prepared};

@@ -98,6 +98,6 @@ pub async fn read(app: &AppState, identity: &Arc<Identity>, uri: &str) -> Result
     Ok(ReadResourceResult::new(vec![contents]))
 }
 
-fn endpoint(id: &str) -> Result<&'static crate::endpoints::Endpoint, ErrorData> {
-    crate::endpoints::find(id).ok_or_else(|| ErrorData::internal_error("Internal server error", None))
+fn endpoint(id: &str) -> Result<&'static abx_wire::endpoints::Endpoint, ErrorData> {
+    abx_wire::endpoints::find(id).ok_or_else(|| ErrorData::internal_error("Internal server error", None))
 }

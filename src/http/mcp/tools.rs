@@ -5,13 +5,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use abx_wire::endpoints::{self, Endpoint};
 use rmcp::model::ToolAnnotations;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
 
 use super::call::{Ctx, Outcome};
 use super::{code, files, process, system};
-use crate::endpoints::{self, Endpoint};
 
 /// One tool.
 #[derive(Debug)]

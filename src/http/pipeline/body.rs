@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use abx_wire::endpoints::Endpoint;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -28,7 +29,6 @@ use http_body_util::BodyExt;
 use std::convert::Infallible;
 use tower::{Layer, Service};
 
-use crate::endpoints::Endpoint;
 use crate::metrics::{ByteMeter, Metrics};
 use crate::policy::Permit;
 

@@ -7,9 +7,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use abx_wire::endpoints::{Endpoint, Port, SignedOp};
 use axum::http::{header, HeaderMap, Uri};
 
-use crate::endpoints::{Endpoint, Port, SignedOp};
 use crate::policy::{Credentials, Denial, Identity, PolicyEngine, SignedRequest};
 
 /// Who the caller is, and the user it acts as (envd only).
@@ -141,9 +141,9 @@ pub(crate) fn basic_user(headers: &HeaderMap) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::find;
     use crate::policy::signed::signature;
     use crate::policy::PolicyInputs;
+    use abx_wire::endpoints::find;
     use axum::http::HeaderValue;
 
     fn engine(token: Option<&str>) -> PolicyEngine {

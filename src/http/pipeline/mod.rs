@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use abx_wire::endpoints::{Endpoint, Limit, Port};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::middleware::{from_fn_with_state, Next};
@@ -33,7 +34,6 @@ pub use self::render::http_error;
 use super::error::ErrorCode;
 use super::extract::BodyLimit;
 use super::AppState;
-use crate::endpoints::{Endpoint, Limit, Port};
 use crate::policy::rules::AuditMode;
 use crate::policy::{Denial, Grant, Identity, Permit, PolicyEngine};
 

@@ -4,12 +4,12 @@
 //! streaming call), envd's `{"code", "message"}` on its plain routes, and a
 //! JSON body with `detail` on the code port.
 
+use abx_wire::api::envd::http::HttpError;
+use abx_wire::endpoints::{Endpoint, Port};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::api::envd::http::HttpError;
-use crate::endpoints::{Endpoint, Port};
 use crate::http::envd::connect::{self, Code, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::policy::Denial;
@@ -116,7 +116,7 @@ pub(crate) fn connect_error(denial: &Denial) -> ConnectError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::find;
+    use abx_wire::endpoints::find;
 
     async fn rendered(id: &str, streaming: bool, denial: Denial) -> (u16, serde_json::Value, String) {
         let mut headers = HeaderMap::new();

@@ -12,9 +12,10 @@
 
 use std::collections::HashMap;
 
+use abx_wire::codec::shlex::split;
+use abx_wire::endpoints::Param;
+
 use super::super::{Denial, Grant, Op, ParamValue, PathGuard};
-use crate::codec::shlex::split;
-use crate::endpoints::Param;
 
 /// Most argv elements accepted.
 pub const MAX_ARGV: usize = 256;
@@ -299,7 +300,7 @@ pub fn command_guard(grant: &Grant) -> Result<CommandGuard, PatternError> {
     let deny = strings(grant.param(Param::DenyCommands));
     let path_guard = grant.endpoint().paths.then(|| grant.guard());
     let limits = match grant.endpoint().port {
-        crate::endpoints::Port::Envd => ArgvLimits::Kernel,
+        abx_wire::endpoints::Port::Envd => ArgvLimits::Kernel,
         _ => ArgvLimits::Reference,
     };
     Ok(CommandGuard::new(&allow, &deny, path_guard)?.with_limits(limits))

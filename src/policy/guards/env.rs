@@ -14,10 +14,10 @@
 
 use std::collections::BTreeMap;
 
+use abx_wire::endpoints::Param;
 use globset::{Glob, GlobMatcher};
 
 use super::super::{Denial, PolicyEngine};
-use crate::endpoints::Param;
 
 /// Variables that are always secret: never shown, set, or passed to children.
 pub const SECRET_VARS: [&str; 3] = ["ABX_SERVER_TOKEN", "ABX_SERVER_POLICY", "ABX_SERVER_POLICY_FILE"];

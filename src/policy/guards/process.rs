@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use abx_wire::endpoints::Param;
+
 use super::super::paths::{normalize, realpath};
 use super::super::{Denial, Grant, ParamValue};
-use crate::endpoints::Param;
 
 const DENIED_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
 

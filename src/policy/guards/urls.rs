@@ -23,11 +23,11 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use abx_wire::endpoints::Param;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use super::super::rules::AuditMode;
 use super::super::{Denial, EffectiveRule, ParamValue};
-use crate::endpoints::Param;
 
 /// Why a URL is refused: the denial to answer with and the rule that decided.
 #[derive(Debug, Clone, PartialEq)]

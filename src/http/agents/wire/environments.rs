@@ -61,7 +61,7 @@ fn refuse_hosted_fields(src: &Map<String, Value>, prefix: &str) -> Result<(), Ag
     for key in HOSTED_ONLY {
         let Some(value) = src.get(key).filter(|v| !empty(v)) else { continue };
         if key == "desktop"
-            && value.as_object().is_some_and(|d| !d.get("enabled").is_some_and(crate::api::process::is_truthy))
+            && value.as_object().is_some_and(|d| !d.get("enabled").is_some_and(abx_wire::api::process::is_truthy))
         {
             continue;
         }
@@ -193,7 +193,7 @@ pub fn parse_environment(body: &Map<String, Value>, limit: u64) -> Result<NewEnv
     let Some(env) = body.get("environment").and_then(Value::as_object) else {
         return Err(invalid("environment: required", "environment"));
     };
-    let kind = env.get("type").filter(|t| crate::api::process::is_truthy(t));
+    let kind = env.get("type").filter(|t| abx_wire::api::process::is_truthy(t));
     let configured = env.iter().any(|(k, v)| k != "type" && !empty(v));
     let converted = match kind.map(|k| k.as_str()) {
         None | Some(Some("self_hosted")) => false,
@@ -214,7 +214,7 @@ pub fn parse_environment(body: &Map<String, Value>, limit: u64) -> Result<NewEnv
         None | Some(Value::Null) => None,
         Some(v) => Some(v.as_str().map_or_else(|| crate::pyrepr::str_of(v), str::to_string)),
     };
-    let workspace_directory = match env.get("workspace_directory").filter(|v| crate::api::process::is_truthy(v)) {
+    let workspace_directory = match env.get("workspace_directory").filter(|v| abx_wire::api::process::is_truthy(v)) {
         None => "/workspace".to_string(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => {

@@ -153,7 +153,7 @@ fn validate(body: &Map<String, Value>) -> Result<Vec<String>, AgentError> {
     if set(body, "prompt") {
         return Err(invalid("prompt: stored prompt templates are not available", "prompt"));
     }
-    if body.get("include").is_some_and(crate::api::process::is_truthy) {
+    if body.get("include").is_some_and(abx_wire::api::process::is_truthy) {
         return Err(invalid("include: the local runtime cannot fill any includable output", "include"));
     }
     if !matches!(body.get("service_tier"), None | Some(Value::Null))
@@ -270,7 +270,7 @@ fn parse_tools(raw: &Value) -> Result<Vec<McpTool>, AgentError> {
             return Err(invalid(format!("{param}: a unique label of 1 to 40 [A-Za-z0-9_-] characters"), param));
         };
         let url = url_check(tool.get("server_url"), &format!("{at}.server_url"))?;
-        if tool.get("allowed_tools").is_some_and(crate::api::process::is_truthy) {
+        if tool.get("allowed_tools").is_some_and(abx_wire::api::process::is_truthy) {
             let param = format!("{at}.allowed_tools");
             return Err(invalid(format!("{param}: neither CLI can restrict the MCP tool list"), param));
         }

@@ -134,7 +134,7 @@ fn secret(value: Option<&Value>, field: &str) -> Result<String, AgentError> {
 fn expires(value: Option<&Value>, field: &str) -> Result<Option<String>, AgentError> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(v)) if crate::time::parse_iso(v).is_some() => Ok(Some(v.clone())),
+        Some(Value::String(v)) if abx_wire::time::parse_iso(v).is_some() => Ok(Some(v.clone())),
         Some(_) => Err(invalid(format!("{field}: expected an RFC 3339 timestamp"), field)),
     }
 }

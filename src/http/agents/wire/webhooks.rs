@@ -165,7 +165,7 @@ fn event_types(raw: &Value) -> Result<Vec<String>, AgentError> {
 /// 400 for another field or a true value (one secret signs at a time).
 pub fn rotation(body: &Map<String, Value>) -> Result<(), AgentError> {
     only_keys(body, &[KEEP_OLD])?;
-    if body.get(KEEP_OLD).is_some_and(crate::api::process::is_truthy) {
+    if body.get(KEEP_OLD).is_some_and(abx_wire::api::process::is_truthy) {
         return Err(AgentError::invalid(format!("{KEEP_OLD}: events are signed with one secret locally"), KEEP_OLD));
     }
     Ok(())
