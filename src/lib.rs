@@ -64,8 +64,12 @@
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts (no axum).
 //! - [`ids`]: random hex identifiers.
+//! - [`accounts`]: the user accounts programs act as (a policy identity's
+//!   own user, envd's users, `/process`'s `user`): one lookup, one login
+//!   environment, how a child drops to them.
 //! - [`resume`]: what resumable streams share: the registry of kept runs
-//!   found by id and owner, and their connection counts.
+//!   found by id and owner, their connection counts, the bounded ring of
+//!   numbered events, and cursor parsing.
 
 // The layout above links every module; a build without some of them has no target for those links.
 #![cfg_attr(not(all(feature = "server", feature = "cli")), allow(rustdoc::broken_intra_doc_links))]
@@ -88,6 +92,8 @@ pub mod abx;
 
 // `server`: the daemon. A new module only the daemon needs goes here, under
 // the same attribute.
+#[cfg(feature = "server")]
+pub mod accounts;
 #[cfg(feature = "server")]
 pub mod agents;
 #[cfg(feature = "server")]

@@ -3,7 +3,8 @@
 //! paths to envd's answers and errors.
 
 use super::entry::{self, resolve_link};
-use super::{Account, EnvdError};
+use super::EnvdError;
+use crate::accounts::Account;
 use crate::api::envd::filesystem::EntryInfo;
 use crate::fs::meta::Kind;
 use crate::fs::safe;

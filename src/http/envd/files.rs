@@ -21,9 +21,10 @@ use axum::Json;
 use futures_util::{Stream, StreamExt};
 
 use super::{blocking, http_error, plain_error, EnvdState};
+use crate::accounts::Account;
 use crate::api::envd::http::{FilesQuery, WrittenFile};
 use crate::endpoints::Limit;
-use crate::envd::{Account, EnvdError};
+use crate::envd::EnvdError;
 use crate::fs::{read, safe, FsError, WritePolicy};
 use crate::policy::{Grant, LimitValue, Op};
 
