@@ -51,9 +51,14 @@
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts (no axum).
 //! - [`ids`]: random hex identifiers.
+//! - [`accounts`]: the user accounts programs act as (a policy identity's
+//!   own user, envd's users, `/process`'s `user`): one lookup, one login
+//!   environment, how a child drops to them.
 //! - [`resume`]: what resumable streams share: the registry of kept runs
-//!   found by id and owner, and their connection counts.
+//!   found by id and owner, their connection counts, the bounded ring of
+//!   numbered events, and cursor parsing.
 
+pub mod accounts;
 pub mod agents;
 pub mod browser;
 pub mod cli;

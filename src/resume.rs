@@ -9,7 +9,9 @@
 //! only by their owner) and count their connections with a [`Presence`]
 //! (how long no client has been attached, which connection is the newest).
 //! Streams of events keep them in a [`Ring`] (bounded, numbered, exact gaps):
-//! envd's `WatchDir` watches (`envd::dir_watches`).
+//! `/files/watch` (`fs::watch_runs`) and envd's `WatchDir` watches
+//! (`envd::dir_watches`). Clients name a position with a cursor of numbers
+//! joined by `:`, read by [`parse_cursor`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,6 +125,32 @@ impl Presence {
                 return;
             }
         }
+    }
+}
+
+/// A cursor that is not one this server gives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed cursor {0:?}")]
+pub struct MalformedCursor(
+    /// The text given, cut to 64 characters (for the caller's own message).
+    pub String,
+);
+
+/// Parses a cursor of `N` numbers joined by `:` (`<id>:<n>`, ...),
+/// ignoring whitespace around it.
+///
+/// # Errors
+/// [`MalformedCursor`] for anything else (another count, a part that is not a `u64`).
+pub fn parse_cursor<const N: usize>(text: &str) -> Result<[u64; N], MalformedCursor> {
+    let malformed = || MalformedCursor(text.chars().take(64).collect());
+    let mut parts = text.trim().split(':');
+    let mut numbers = [0; N];
+    for number in &mut numbers {
+        *number = parts.next().and_then(|p| p.parse().ok()).ok_or_else(malformed)?;
+    }
+    match parts.next() {
+        Some(_) => Err(malformed()),
+        None => Ok(numbers),
     }
 }
 
@@ -296,6 +324,16 @@ mod tests {
         presence.leave();
         assert_eq!(presence.count(), 0);
         tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("abandoned").expect("task");
+    }
+
+    #[test]
+    fn cursors_are_exactly_n_numbers_joined_by_colons() {
+        assert_eq!(parse_cursor::<2>(" 12:3 "), Ok([12, 3]));
+        assert_eq!(parse_cursor::<3>("1:2:3"), Ok([1, 2, 3]));
+        for bad in ["", "12", "12:", ":3", "12:3:4", "a:1", "1:-1", "1 :2"] {
+            assert_eq!(parse_cursor::<2>(bad), Err(MalformedCursor(bad.to_string())), "{bad}");
+        }
+        assert_eq!(parse_cursor::<1>(&"9".repeat(100)).map_err(|m| m.0.len()), Err(64), "cut, and too big for a u64");
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub struct AgentsConfig {
     pub max_file_bytes: u64,
     /// The user each identity's CLIs run as, by identity id (from the
     /// policy's `auth.tokens[].user`; identities not here run as the daemon).
-    pub users: std::collections::BTreeMap<String, std::sync::Arc<crate::policy::IdentityUser>>,
+    pub users: std::collections::BTreeMap<String, std::sync::Arc<crate::accounts::Account>>,
 }
 
 /// What one caller (policy identity) may keep at once. Each is counted

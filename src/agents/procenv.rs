@@ -107,7 +107,7 @@ pub fn which(program: &str, path: &str) -> Option<PathBuf> {
 ///
 /// # Errors
 /// A `workspace_error` failure when it cannot be created.
-pub fn prepare_workspace(path: &str, user: Option<&crate::policy::IdentityUser>) -> Result<PathBuf, Failure> {
+pub fn prepare_workspace(path: &str, user: Option<&crate::accounts::Account>) -> Result<PathBuf, Failure> {
     let dir = PathBuf::from(path);
     let created = !dir.exists();
     if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -115,7 +115,7 @@ pub fn prepare_workspace(path: &str, user: Option<&crate::policy::IdentityUser>)
     }
     if created {
         // Created for the owner's CLI: it runs as the owner identity's user, when it names one.
-        if let Err(e) = crate::policy::user::give(user, &dir) {
+        if let Err(e) = crate::accounts::give(user, &dir) {
             return Err(Failure::new("workspace_error", format!("cannot give workspace {path} to its user: {e}")));
         }
     }
@@ -127,12 +127,12 @@ pub fn prepare_workspace(path: &str, user: Option<&crate::policy::IdentityUser>)
 ///
 /// # Errors
 /// It cannot be written.
-pub fn write_file(file: &InvocationFile, user: Option<&crate::policy::IdentityUser>) -> std::io::Result<()> {
+pub fn write_file(file: &InvocationFile, user: Option<&crate::accounts::Account>) -> std::io::Result<()> {
     if let Some(parent) = file.path.parent() {
         let created = !parent.exists();
         super::journal::private_dir(parent)?;
         if created {
-            crate::policy::user::give(user, parent)?;
+            crate::accounts::give(user, parent)?;
         }
     }
     let mut content = file.content.clone();
@@ -144,7 +144,7 @@ pub fn write_file(file: &InvocationFile, user: Option<&crate::policy::IdentityUs
     let mut out = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&file.path)?;
     out.write_all(&content)?;
     // The CLI that reads it runs as `user`, when the session owner names one.
-    crate::policy::user::give(user, &file.path)
+    crate::accounts::give(user, &file.path)
 }
 
 /// The existing JSON file at `path` with `incoming[key]`'s entries merged into its `key`.

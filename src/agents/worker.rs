@@ -62,7 +62,7 @@ struct Launch<'a> {
     native: Option<String>,
     cancel: CancellationToken,
     /// The user it runs as (the session owner's), `None`: the daemon's.
-    user: Option<&'a crate::policy::IdentityUser>,
+    user: Option<&'a crate::accounts::Account>,
 }
 
 impl Agents {
@@ -294,7 +294,7 @@ impl Agents {
                 return Outcome::Failed(Failure::new("sandbox_error", format!("cannot create a turn directory: {e}")))
             }
         };
-        if let Err(e) = crate::policy::user::give(user, turn_dir.path()) {
+        if let Err(e) = crate::accounts::give(user, turn_dir.path()) {
             return Outcome::Failed(Failure::new("sandbox_error", format!("cannot give the turn directory away: {e}")));
         }
         let ctx = TurnContext {
@@ -336,7 +336,7 @@ impl Agents {
             cwd: Some(workdir),
             env,
             timeout: None,
-            credentials: user.map(crate::policy::IdentityUser::run_as),
+            credentials: user.map(crate::accounts::Account::run_as),
         };
         let mut parser = adapter.parser(&ctx);
         let run = Run {

@@ -118,7 +118,7 @@ fn shared_user_warning(engine: &PolicyEngine) -> Option<String> {
     if runners.len() < 2 {
         return None;
     }
-    let own_uid = |identity: &Identity| identity.user.as_deref().filter(|u| !u.is_daemons()).map(|u| u.uid);
+    let own_uid = |identity: &Identity| identity.user.as_deref().filter(|u| u.is_other()).map(|u| u.uid);
     let shared: Vec<&str> = runners
         .iter()
         .filter(|identity| match own_uid(identity) {

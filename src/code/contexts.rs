@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use super::kernel::{Execution, Kernel, KernelSpec, Refused, StartError, StopReason};
 use super::language::{Interpreters, Language};
 use super::{new_id, CodeError};
+use crate::accounts::Account;
 use crate::environment::ChildEnv;
-use crate::policy::IdentityUser;
 
 mod idle;
 use self::idle::reap_idle;
@@ -85,7 +85,7 @@ pub struct Context {
     language: Language,
     cwd: PathBuf,
     /// The user its interpreter runs as, `None`: the daemon's.
-    user: Option<IdentityUser>,
+    user: Option<Account>,
     kernel: tokio::sync::Mutex<Option<Kernel>>,
     counter: AtomicU64,
     activity: Mutex<Activity>,
@@ -189,7 +189,7 @@ impl CodeInterpreter {
         &self,
         language: Option<&str>,
         cwd: Option<&str>,
-        user: Option<&IdentityUser>,
+        user: Option<&Account>,
     ) -> Result<ContextInfo, CodeError> {
         let language = Language::parse(language)?;
         let cwd = self.resolve_cwd(cwd).await?;
@@ -201,7 +201,7 @@ impl CodeInterpreter {
         &self,
         language: Language,
         cwd: PathBuf,
-        user: Option<&IdentityUser>,
+        user: Option<&Account>,
     ) -> Result<Arc<Context>, CodeError> {
         let spec = self.spec(language, &cwd, user)?;
         let _reservation = self.reserve()?;
@@ -218,7 +218,7 @@ impl CodeInterpreter {
         cwd: PathBuf,
         kernel: Option<Kernel>,
         builtin: bool,
-        user: Option<IdentityUser>,
+        user: Option<Account>,
     ) -> Arc<Context> {
         let mut registry = self.lock();
         registry.created += 1;
@@ -243,7 +243,7 @@ impl CodeInterpreter {
     }
 
     /// `GET /contexts`: those running as `user`, in creation order.
-    pub fn list(&self, user: Option<&IdentityUser>) -> Vec<ContextInfo> {
+    pub fn list(&self, user: Option<&Account>) -> Vec<ContextInfo> {
         let registry = self.lock();
         let uid = user.map(|u| u.uid);
         let mut contexts: Vec<&Arc<Context>> = registry.contexts.values().filter(|c| c.uid() == uid).collect();
@@ -256,7 +256,7 @@ impl CodeInterpreter {
     /// # Errors
     /// [`CodeError::ContextNotFound`] (for another user's too), or
     /// [`CodeError::ContextExpired`] for one removed while idle.
-    pub fn get(&self, id: &str, user: Option<&IdentityUser>) -> Result<Arc<Context>, CodeError> {
+    pub fn get(&self, id: &str, user: Option<&Account>) -> Result<Arc<Context>, CodeError> {
         let registry = self.lock();
         if let Some(context) = registry.contexts.get(id) {
             if context.uid() != user.map(|u| u.uid) {
@@ -274,7 +274,7 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// An unknown context, or an interpreter that does not start.
-    pub async fn restart(&self, id: &str, user: Option<&IdentityUser>) -> Result<ContextInfo, CodeError> {
+    pub async fn restart(&self, id: &str, user: Option<&Account>) -> Result<ContextInfo, CodeError> {
         let context = self.get(id, user)?;
         let mut slot = context.kernel.lock().await;
         if let Some(kernel) = slot.take() {
@@ -290,7 +290,7 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// An unknown context (another user's too).
-    pub async fn delete(&self, id: &str, user: Option<&IdentityUser>) -> Result<(), CodeError> {
+    pub async fn delete(&self, id: &str, user: Option<&Account>) -> Result<(), CodeError> {
         let context = {
             let mut registry = self.lock();
             let uid = user.map(|u| u.uid);
@@ -318,7 +318,7 @@ impl CodeInterpreter {
     pub async fn execute(
         self: &Arc<Self>,
         request: ExecuteRequest,
-        user: Option<&IdentityUser>,
+        user: Option<&Account>,
     ) -> Result<mpsc::Receiver<OutputLine>, CodeError> {
         let ExecuteRequest { code, context_id, language, env_vars, timeout } = request;
         if context_id.is_some() && language.is_some() {
@@ -385,11 +385,7 @@ impl CodeInterpreter {
         Ok(lines)
     }
 
-    async fn default_context(
-        &self,
-        language: Language,
-        user: Option<&IdentityUser>,
-    ) -> Result<Arc<Context>, CodeError> {
+    async fn default_context(&self, language: Language, user: Option<&Account>) -> Result<Arc<Context>, CodeError> {
         let key = (language, user.map(|u| u.uid));
         let existing = |this: &Self| {
             let registry = this.lock();
@@ -411,7 +407,7 @@ impl CodeInterpreter {
     ///
     /// # Errors
     /// An unknown context.
-    pub async fn pid(&self, id: &str, user: Option<&IdentityUser>) -> Result<Option<i32>, CodeError> {
+    pub async fn pid(&self, id: &str, user: Option<&Account>) -> Result<Option<i32>, CodeError> {
         Ok(self.get(id, user)?.pid().await)
     }
 
@@ -443,7 +439,7 @@ impl CodeInterpreter {
         Ok(Reservation(self))
     }
 
-    fn spec(&self, language: Language, cwd: &Path, user: Option<&IdentityUser>) -> Result<KernelSpec, CodeError> {
+    fn spec(&self, language: Language, cwd: &Path, user: Option<&Account>) -> Result<KernelSpec, CodeError> {
         if self.shutdown.is_cancelled() {
             return Err(CodeError::ShuttingDown);
         }
@@ -452,7 +448,7 @@ impl CodeInterpreter {
         if let Some(user) = user {
             user.login_env(&mut env);
         }
-        let run_as = user.map(IdentityUser::run_as);
+        let run_as = user.map(Account::run_as);
         Ok(KernelSpec { language, program, cwd: cwd.to_path_buf(), env, run_as })
     }
 

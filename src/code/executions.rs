@@ -36,7 +36,7 @@ use super::CodeError;
 use crate::policy::Viewer;
 use crate::process::capture::{Capture, Lost, SeekError, Subscription};
 use crate::process::output::Stream;
-use crate::resume::{Owned, Presence, Registry};
+use crate::resume::{parse_cursor, MalformedCursor, Owned, Presence, Registry};
 
 /// Line bytes a detached execution holds for its client.
 pub const KEEP_BYTES: usize = 4 * 1024 * 1024;
@@ -64,16 +64,10 @@ impl ExecutionCursor {
     /// # Errors
     /// [`CodeError::BadCursor`].
     pub fn parse(text: &str) -> Result<ExecutionCursor, CodeError> {
-        let malformed = || {
-            let shown: String = text.chars().take(64).collect();
+        let [execution, lines, bytes] = parse_cursor(text).map_err(|MalformedCursor(shown)| {
             CodeError::BadCursor(format!("cursor {shown:?} is not <execution>:<lines>:<bytes>"))
-        };
-        let parts: Vec<u64> =
-            text.trim().split(':').map(|p| p.parse::<u64>().map_err(|_| malformed())).collect::<Result<_, _>>()?;
-        match parts[..] {
-            [execution, lines, bytes] => Ok(ExecutionCursor { execution, lines, bytes }),
-            _ => Err(malformed()),
-        }
+        })?;
+        Ok(ExecutionCursor { execution, lines, bytes })
     }
 }
 

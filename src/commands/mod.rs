@@ -185,7 +185,7 @@ pub async fn execute(
     args: &Map<String, Value>,
     mut env: BTreeMap<String, String>,
     base_dir: &Path,
-    user: Option<&crate::policy::IdentityUser>,
+    user: Option<&crate::accounts::Account>,
 ) -> Result<Value, CommandError> {
     if let Some(user) = user {
         user.login_env(&mut env);
@@ -207,7 +207,7 @@ pub async fn execute(
         stdin,
         timeout: command.timeout,
         max_output: command.max_output,
-        run_as: user.map(crate::policy::IdentityUser::run_as),
+        run_as: user.map(crate::accounts::Account::run_as),
     };
     let name = command.name.clone();
     let finished = run::run(invocation).await.map_err(|e| match e {

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use super::watchers::{Item, WatchOptions};
 use crate::policy::Viewer;
-use crate::resume::{Owned, Presence, Registry, Ring, Slot};
+use crate::resume::{parse_cursor, Owned, Presence, Registry, Ring, Slot};
 
 /// Events a watch holds for a resume.
 pub const RING_EVENTS: usize = 1024;
@@ -68,10 +68,8 @@ impl DirCursor {
     /// # Errors
     /// [`DirResumeError::Malformed`].
     pub fn parse(text: &str) -> Result<DirCursor, DirResumeError> {
-        let malformed = || DirResumeError::Malformed(text.chars().take(64).collect());
-        let (watch, seq) = text.trim().split_once(':').ok_or_else(malformed)?;
-        let number = |s: &str| s.parse::<u64>().map_err(|_| malformed());
-        Ok(DirCursor { watch: number(watch)?, seq: number(seq)? })
+        let [watch, seq] = parse_cursor(text).map_err(|m| DirResumeError::Malformed(m.0))?;
+        Ok(DirCursor { watch, seq })
     }
 }
 

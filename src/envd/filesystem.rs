@@ -5,7 +5,8 @@
 use abx_wire::api::envd::filesystem::EntryInfo;
 
 use super::entry::{self, resolve_link};
-use super::{Account, EnvdError};
+use super::EnvdError;
+use crate::accounts::Account;
 use crate::fs::meta::Kind;
 use crate::fs::safe;
 use crate::fs::write::Writes;

@@ -30,8 +30,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::access::Account;
 pub use self::watchers::Watchers;
+use crate::accounts::Account;
 use crate::environment::ChildEnv;
 use crate::fs::FsError;
 use crate::policy::Denial;

@@ -1,6 +1,6 @@
 //! Resumable `files_watch` streams.
 //!
-//! A watch's events go into a ring of [`RING_EVENTS`] (the reference's
+//! A watch's events go into a [`Ring`] of [`RING_EVENTS`] (the reference's
 //! event data, each with a sequence number: `ready` is 0, the first change
 //! 1). Every SSE event carries the id `<watch>:<seq>` ([`WatchCursor`]). A
 //! client that lost its connection asks the same URL again with
@@ -16,15 +16,14 @@
 //! then it stops and is forgotten. An ended watch stays resumable for that grace too.
 //! A newer connection to a watch supersedes an older one still attached.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch as signal};
+use tokio::sync::mpsc;
 
 use super::watch::Output;
 use crate::policy::Viewer;
-use crate::resume::{Owned, Presence, Registry};
+use crate::resume::{parse_cursor, Owned, Presence, Registry, Ring, Slot};
 
 /// Events a watch holds for a resume.
 pub const RING_EVENTS: usize = 1024;
@@ -67,10 +66,8 @@ impl WatchCursor {
     /// # Errors
     /// [`WatchResumeError::Malformed`].
     pub fn parse(text: &str) -> Result<WatchCursor, WatchResumeError> {
-        let malformed = || WatchResumeError::Malformed(text.chars().take(64).collect());
-        let (watch, seq) = text.trim().split_once(':').ok_or_else(malformed)?;
-        let number = |s: &str| s.parse::<u64>().map_err(|_| malformed());
-        Ok(WatchCursor { watch: number(watch)?, seq: number(seq)? })
+        let [watch, seq] = parse_cursor(text).map_err(|m| WatchResumeError::Malformed(m.0))?;
+        Ok(WatchCursor { watch, seq })
     }
 }
 
@@ -89,23 +86,6 @@ pub enum Delivery {
     Gap(u64),
 }
 
-/// The held events of a watch.
-#[derive(Debug)]
-struct Ring {
-    /// Sequence number of the oldest held event.
-    first: u64,
-    events: VecDeque<Output>,
-    /// Whether the `end` event is in (nothing comes after it).
-    ended: bool,
-}
-
-impl Ring {
-    /// Sequence number the next event gets.
-    fn next(&self) -> u64 {
-        self.first + self.events.len() as u64
-    }
-}
-
 /// One watch kept for its client; see the module documentation.
 #[derive(Debug)]
 pub struct WatchRun {
@@ -113,10 +93,8 @@ pub struct WatchRun {
     owner: String,
     /// The watched directory, as `ready` reports it.
     path: String,
-    capacity: usize,
-    ring: Mutex<Ring>,
-    /// Bumped on every event pushed.
-    pushed: signal::Sender<u64>,
+    /// Its events after `ready`, `end` the last.
+    ring: Ring<Output>,
     attached: Presence,
 }
 
@@ -132,22 +110,6 @@ impl WatchRun {
         &self.path
     }
 
-    fn push(&self, output: Output) {
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        if ring.ended {
-            return;
-        }
-        ring.ended = matches!(output, Output::End(_));
-        if ring.events.len() >= self.capacity {
-            ring.events.pop_front();
-            ring.first += 1;
-        }
-        ring.events.push_back(output);
-        let next = ring.next();
-        drop(ring);
-        self.pushed.send_replace(next);
-    }
-
     /// Resolves once no connection has been attached for the grace.
     async fn abandoned(&self) {
         self.attached.abandoned(RESUME_GRACE).await;
@@ -160,7 +122,7 @@ impl WatchRun {
     /// [`WatchResumeError::Future`] for a position the watch has not produced.
     pub fn attach(self: &Arc<Self>, cursor: Option<WatchCursor>) -> Result<Attached, WatchResumeError> {
         let after = cursor.map_or(0, |c| c.seq);
-        let last = self.ring.lock().unwrap_or_else(PoisonError::into_inner).next().saturating_sub(1);
+        let last = self.ring.next_seq().saturating_sub(1);
         if let Some(cursor) = cursor.filter(|c| c.seq > last) {
             return Err(WatchResumeError::Future { id: cursor.to_string(), watch: self.id, last });
         }
@@ -192,31 +154,29 @@ impl Attached {
 
     /// The next thing to send; `None` after `end` (or once a newer connection took over).
     pub async fn next(&mut self) -> Option<Delivery> {
-        let mut pushed = self.run.pushed.subscribe();
         let mut newest = self.run.attached.subscribe();
         loop {
             if self.done || newest.borrow_and_update().1 != self.generation {
                 return None;
             }
-            drop(pushed.borrow_and_update());
-            {
-                let ring = self.run.ring.lock().unwrap_or_else(PoisonError::into_inner);
-                if self.next < ring.first {
-                    let lost = ring.first - self.next;
-                    self.next = ring.first;
+            match self.run.ring.get(self.next) {
+                Slot::Gap(lost) => {
+                    self.next += lost;
                     return Some(Delivery::Gap(lost));
                 }
-                let index = usize::try_from(self.next - ring.first).unwrap_or(usize::MAX);
-                if let Some(output) = ring.events.get(index).cloned() {
+                Slot::Item(output) => {
                     let id = WatchCursor { watch: self.run.id, seq: self.next };
                     self.next += 1;
                     self.done = matches!(output, Output::End(_));
                     return Some(Delivery::Event(id, output));
                 }
-            }
-            tokio::select! {
-                _ = pushed.changed() => {}
-                _ = newest.changed() => {}
+                Slot::Ended => return None,
+                Slot::Pending => {
+                    tokio::select! {
+                        () = self.run.ring.grown_past(self.next) => {}
+                        _ = newest.changed() => {}
+                    }
+                }
             }
         }
     }
@@ -248,9 +208,7 @@ impl WatchRuns {
             id,
             owner: owner.id().to_string(),
             path,
-            capacity: capacity.max(1),
-            ring: Mutex::new(Ring { first: 1, events: VecDeque::new(), ended: false }),
-            pushed: signal::channel(0).0,
+            ring: Ring::new(capacity),
             attached: Presence::default(),
         });
         let first = run.join(0);
@@ -259,7 +217,8 @@ impl WatchRuns {
             {
                 let pump = async {
                     while let Some(output) = events.recv().await {
-                        run.push(output);
+                        let end = matches!(output, Output::End(_));
+                        run.ring.push(output, end);
                     }
                 };
                 tokio::select! {
@@ -314,7 +273,7 @@ mod tests {
         tx.send(Output::End("timeout")).await.expect("send");
         let run = runs.find(id, &Viewer::admin()).expect("kept");
         // The pump runs on its own task: wait until the end is held.
-        while run.ring.lock().unwrap_or_else(PoisonError::into_inner).next() < 7 {
+        while run.ring.next_seq() < 7 {
             tokio::task::yield_now().await;
         }
         let future = WatchCursor { watch: id.watch, seq: 7 };

@@ -46,7 +46,7 @@ impl TokenIdentity {
     }
 
     /// The same identity, its programs running as `user`.
-    pub fn with_user(mut self, user: Option<Arc<super::user::IdentityUser>>) -> Self {
+    pub fn with_user(mut self, user: Option<Arc<crate::accounts::Account>>) -> Self {
         let identity = Identity { user, ..Identity::clone(&self.identity) };
         self.identity = Arc::new(identity);
         self

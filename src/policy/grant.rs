@@ -108,13 +108,13 @@ impl Grant {
 
     /// The user the caller's programs run as, when its identity names one
     /// other than the daemon's (`auth.tokens[].user`).
-    pub fn program_user(&self) -> Option<&super::IdentityUser> {
-        self.0.identity.user.as_deref().filter(|u| !u.is_daemons())
+    pub fn program_user(&self) -> Option<&crate::accounts::Account> {
+        self.0.identity.user.as_deref().filter(|u| u.is_other())
     }
 
     /// How the caller's programs drop to their user ([`Grant::program_user`]), if at all.
     pub fn run_as(&self) -> Option<crate::syscalls::RunAs> {
-        self.program_user().map(super::IdentityUser::run_as)
+        self.program_user().map(crate::accounts::Account::run_as)
     }
 
     /// The caller, shared.

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::user::IdentityUser;
+use crate::accounts::Account;
 
 /// The implicit scope every identity holds: it may always discover.
 pub const IMPLICIT_SCOPE: &str = "core:read";
@@ -16,7 +16,7 @@ pub struct Identity {
     /// Scopes held (`*`, `files:*`, `files:read`, ...).
     pub scopes: BTreeSet<String>,
     /// The user its programs run as (`auth.tokens[].user`); `None`: the daemon's.
-    pub user: Option<Arc<IdentityUser>>,
+    pub user: Option<Arc<Account>>,
 }
 
 impl Identity {

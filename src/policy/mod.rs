@@ -51,12 +51,12 @@ pub use self::paths::{Op, PathGuard, PathRules};
 pub use self::rules::{EffectiveRule, LimitValue, ParamValue};
 pub use self::signed::SignedRequest;
 pub use self::source::PolicySources;
-pub use self::user::IdentityUser;
 use abx_wire::endpoints::{self, Endpoint, Group, Limit, ENDPOINTS};
 
 use self::document::TokenSecret;
 use self::limiter::Limiter;
 use self::rules::{baseline_layers, enabled_group_layers, Layer, Rank};
+use crate::accounts::Account;
 
 /// The environment variable holding the server token.
 pub const TOKEN_ENV: &str = "ABX_SERVER_TOKEN";
@@ -159,9 +159,7 @@ impl PolicyEngine {
         let mut tokens = Vec::new();
         for (index, spec) in document.auth.tokens.iter().enumerate() {
             let user = match &spec.user {
-                Some(name) => {
-                    Some(Arc::new(IdentityUser::resolve(name, &format!("policy.auth.tokens[{index}].user"))?))
-                }
+                Some(name) => Some(Arc::new(user::resolve(name, &format!("policy.auth.tokens[{index}].user"))?)),
                 None => None,
             };
             let digest = match &spec.secret {
@@ -367,9 +365,9 @@ impl PolicyEngine {
 
     /// The users identities' programs run as, by identity id: those whose
     /// policy token names a user other than the daemon's.
-    pub fn program_users(&self) -> std::collections::BTreeMap<String, Arc<IdentityUser>> {
+    pub fn program_users(&self) -> std::collections::BTreeMap<String, Arc<Account>> {
         let tokens = self.authenticator.tokens().iter().map(TokenIdentity::identity);
-        tokens.filter_map(|i| i.user.clone().filter(|u| !u.is_daemons()).map(|u| (i.id.clone(), u))).collect()
+        tokens.filter_map(|i| i.user.clone().filter(|u| u.is_other()).map(|u| (i.id.clone(), u))).collect()
     }
 
     /// Whether `name` must never be shown, set, or passed to a child.

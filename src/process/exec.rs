@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use abx_wire::codec::shlex::split;
 use abx_wire::endpoints::Limit;
-use nix::unistd::{Gid, Uid, User};
 
 use super::ProcessError;
+use crate::accounts::LookupError;
 use crate::environment::ChildEnv;
 use crate::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
@@ -195,7 +195,7 @@ pub fn prepare(
             }
             .into())
         }
-        (Some(own), _) if !own.is_daemons() => {
+        (Some(own), _) if own.is_other() => {
             own.login_env(&mut env);
             grant.run_as()
         }
@@ -210,35 +210,17 @@ pub fn prepare(
 
 /// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.
 fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<RunAs, ProcessError> {
-    let found = match user.parse::<u32>() {
-        Ok(uid) => User::from_uid(Uid::from_raw(uid)),
-        Err(_) => User::from_name(user),
-    };
-    let Some(account) = found.ok().flatten() else {
-        return Err(Denial::invalid("user_unknown", format!("Unknown user '{user}'")).into());
-    };
-    let me = Uid::effective();
-    if !me.is_root() && account.uid != me {
-        return Err(Denial::Other {
+    let account = crate::accounts::lookup(user).map_err(|e| match e {
+        LookupError::Unknown(_) => Denial::invalid("user_unknown", format!("Unknown user '{user}'")),
+        LookupError::NotRoot { .. } => Denial::Other {
             code: "user_not_allowed",
             message: "Running as another user needs the server to run as root".into(),
             status: 403,
             error_type: "PermissionError",
-        }
-        .into());
-    }
-    let name =
-        std::ffi::CString::new(account.name.clone()).map_err(|_| ProcessError::Invalid("Invalid user name".into()))?;
-    let groups = nix::unistd::getgrouplist(&name, account.gid).unwrap_or_else(|_| vec![account.gid]);
-    env.insert("HOME".into(), account.dir.display().to_string());
-    env.insert("USER".into(), account.name.clone());
-    env.insert("LOGNAME".into(), account.name);
-    Ok(RunAs {
-        uid: account.uid,
-        gid: account.gid,
-        groups: groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect(),
-        no_new_privs: false,
-    })
+        },
+    })?;
+    account.login_env(env);
+    Ok(RunAs { no_new_privs: false, ..account.run_as() })
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use axum::Json;
 use futures_util::{Stream, StreamExt};
 
 use super::{blocking, http_error, plain_error, EnvdState};
-use crate::envd::{Account, EnvdError};
+use crate::accounts::Account;
+use crate::envd::EnvdError;
 use crate::fs::{read, safe, FsError, WritePolicy};
 use crate::policy::{Grant, LimitValue, Op};
 

@@ -191,7 +191,7 @@ impl EnvdState {
     /// The account's refusal, the work's own error, or `internal` when the task failed.
     pub async fn blocking_as<T, F>(&self, grant: &Grant, work: F) -> Result<T, EnvdError>
     where
-        F: FnOnce(Option<access::Account>) -> Result<T, EnvdError> + Send + 'static,
+        F: FnOnce(Option<crate::accounts::Account>) -> Result<T, EnvdError> + Send + 'static,
         T: Send + 'static,
     {
         let (state, user, own) = (self.clone(), grant.user().map(str::to_string), grant.identity().user.clone());
@@ -208,17 +208,17 @@ impl EnvdState {
     /// user while not root, or for another user than the identity's own.
     pub fn account(
         &self,
-        own: Option<&crate::policy::IdentityUser>,
+        own: Option<&crate::accounts::Account>,
         named: Option<String>,
-    ) -> Result<Option<access::Account>, EnvdError> {
-        if let Some(own) = own.filter(|u| !u.is_daemons()) {
+    ) -> Result<Option<crate::accounts::Account>, EnvdError> {
+        if let Some(own) = own.filter(|u| u.is_other()) {
             if let Some(asked) = named.filter(|n| !n.is_empty() && !own.is(n)) {
                 return Err(EnvdError::PermissionDenied(format!(
                     "cannot act as user '{asked}': this identity acts as '{}' only",
                     own.name
                 )));
             }
-            return Ok(Some(access::Account::of_identity(own)));
+            return Ok(Some(own.clone()));
         }
         self.envd.user_name(named).map(|name| access::account(&name)).transpose()
     }

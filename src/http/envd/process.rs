@@ -88,7 +88,7 @@ pub async fn start(call: Call) -> Response {
                     ..ExecInput::new(CommandLine::Argv(argv))
                 };
                 let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
-                account.login_env(&mut spec.env, &envs);
+                crate::envd::access::login_env(&account, &mut spec.env, &envs);
                 Ok(spec)
             })
             .await?;
