@@ -174,13 +174,26 @@ pub struct TestServer {
     lines: mpsc::Receiver<String>,
 }
 
-/// The `abx` command line (the workspace's `abx` package), built beside the
-/// daemon: `cargo test` at the workspace root builds every member's
-/// binaries before it runs a test.
+/// The `abx` command line (the workspace's `abx` package), beside the
+/// daemon's binary. `scripts/test` builds both; a plain `cargo test` builds
+/// only this package's binaries, so it is built here the first time.
 pub fn abx() -> std::path::PathBuf {
-    let path = std::path::Path::new(env!("CARGO_BIN_EXE_agent-sandbox-server")).with_file_name("abx");
-    assert!(path.is_file(), "{} is missing: build it with `cargo build -p abx`", path.display());
-    path
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let path = std::path::Path::new(env!("CARGO_BIN_EXE_agent-sandbox-server")).with_file_name("abx");
+            if !path.is_file() {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let built = Command::new(cargo)
+                    .args(["build", "--quiet", "--bin", "abx"])
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .status()
+                    .expect("cargo runs");
+                assert!(built.success() && path.is_file(), "{} is missing: cargo build --bin abx", path.display());
+            }
+            path
+        })
+        .clone()
 }
 
 /// A server builder with the default test token.
