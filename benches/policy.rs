@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_sandbox_server::policy::{document, Credentials, Op, PolicyEngine, PolicyInputs};
+use abx_domain::policy::{document, Credentials, Op, PolicyEngine, PolicyInputs};
 use serde_json::json;
 
 const TOKEN: &str = "bench-token";

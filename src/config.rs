@@ -23,8 +23,8 @@ use abx_wire::endpoints::Group;
 pub use options::{parse_file, Options};
 pub use values::{LogFormat, Off, PortSetting, Seconds};
 
-use crate::commands::Registry;
-use crate::pty::TerminalSettings;
+use abx_domain::commands::Registry;
+use abx_domain::pty::TerminalSettings;
 
 /// Default API port (the reference's).
 pub const DEFAULT_PORT: u16 = abx_wire::endpoints::Port::Api.default_number();
@@ -136,17 +136,17 @@ pub struct Config {
     /// Whether the envd port was set explicitly (then failing to bind it is fatal).
     pub envd_port_configured: bool,
     /// What gzip upload bodies may inflate to.
-    pub inflate: crate::fs::inflate::Limits,
+    pub inflate: abx_domain::fs::inflate::Limits,
     /// Bounds of the daemon's shared inotify instance.
-    pub watches: crate::fs::inotify::Limits,
+    pub watches: abx_domain::fs::inotify::Limits,
     /// Connection timeouts and limits of every port.
     pub connections: crate::http::limits::ConnectionLimits,
     /// MCP sessions one identity may hold open.
     pub mcp_max_sessions: usize,
     /// How the browser group runs its browser.
-    pub browser: crate::browser::BrowserSettings,
+    pub browser: abx_domain::browser::BrowserSettings,
     /// Settings of the agents group (its runtime starts at first use).
-    pub agents: crate::agents::AgentsConfig,
+    pub agents: abx_domain::agents::AgentsConfig,
 }
 
 /// Settings of code execution.
@@ -159,7 +159,7 @@ pub struct CodeSettings {
     /// Quiet time after which a running execution sends a keepalive line.
     pub keepalive: Duration,
     /// Interpreter programs.
-    pub interpreters: crate::code::Interpreters,
+    pub interpreters: abx_domain::code::Interpreters,
 }
 
 impl Config {
@@ -177,7 +177,7 @@ impl Config {
     fn from_options(o: Options, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&o)?;
         let home = std::env::var("HOME").ok();
-        let agents = crate::agents::AgentsConfig::from_options(&o, home.as_deref()).map_err(ConfigError::Invalid)?;
+        let agents = agents::agents_config(&o, home.as_deref()).map_err(ConfigError::Invalid)?;
         let connections = crate::http::limits::ConnectionLimits::resolve(
             o.header_read_timeout_seconds.map(|s| s.0),
             o.idle_timeout_seconds.map(|s| s.0),
@@ -191,18 +191,18 @@ impl Config {
             None if Path::new(DEFAULT_BASE_DIR).is_dir() => (PathBuf::from(DEFAULT_BASE_DIR), BaseDirSource::Default),
             None => (absolute(PathBuf::from(".")), BaseDirSource::FallbackToCurrentDir),
         };
-        let browser = crate::browser::BrowserSettings {
+        let browser = abx_domain::browser::BrowserSettings {
             program: o.browser_path.filter(|p| !p.is_empty()),
             idle_timeout: o
                 .browser_idle_timeout_seconds
-                .map_or(Some(crate::browser::DEFAULT_IDLE_TIMEOUT), Seconds::nonzero),
+                .map_or(Some(abx_domain::browser::DEFAULT_IDLE_TIMEOUT), Seconds::nonzero),
         };
-        let defaults = crate::code::Interpreters::default();
+        let defaults = abx_domain::code::Interpreters::default();
         let code = CodeSettings {
             max_contexts: o.code_max_contexts.unwrap_or(DEFAULT_CODE_MAX_CONTEXTS),
             idle_timeout: o.code_idle_timeout_seconds.map_or(Some(DEFAULT_CODE_IDLE_TIMEOUT), Seconds::nonzero),
             keepalive: o.code_keepalive_seconds.map_or(DEFAULT_CODE_KEEPALIVE, |s| s.0).max(Duration::from_millis(10)),
-            interpreters: crate::code::Interpreters {
+            interpreters: abx_domain::code::Interpreters {
                 python: o.code_python.unwrap_or(defaults.python),
                 node: o.code_node.unwrap_or(defaults.node),
                 bash: o.code_bash.unwrap_or(defaults.bash),
@@ -232,17 +232,19 @@ impl Config {
             metrics_anonymous: o.metrics_anonymous.unwrap_or(false),
             envd_port_configured: o.envd_port.is_some(),
             envd_port: o.envd_port.unwrap_or(PortSetting::Port(DEFAULT_ENVD_PORT)).port(),
-            inflate: crate::fs::inflate::Limits {
+            inflate: abx_domain::fs::inflate::Limits {
                 max_ratio: match o.max_inflate_ratio {
-                    None => Some(crate::fs::inflate::DEFAULT_MAX_RATIO),
+                    None => Some(abx_domain::fs::inflate::DEFAULT_MAX_RATIO),
                     Some(0) => None,
                     Some(ratio) => Some(ratio),
                 },
             },
             watches: match o.max_watches {
-                None => crate::fs::inotify::Limits::default(),
+                None => abx_domain::fs::inotify::Limits::default(),
                 Some(0) => return Err(ConfigError::Invalid("max_watches must be at least 1".into())),
-                Some(n) => crate::fs::inotify::Limits { max_watches: n, ..crate::fs::inotify::Limits::default() },
+                Some(n) => {
+                    abx_domain::fs::inotify::Limits { max_watches: n, ..abx_domain::fs::inotify::Limits::default() }
+                }
             },
             connections,
             mcp_max_sessions: match o.mcp_max_sessions {
@@ -258,10 +260,11 @@ impl Config {
     /// The daemon's own paths that every path rule denies: the agents state
     /// directory, the config file and the agents group's JSON file (the
     /// policy engine adds the policy file and the token files).
-    pub fn daemon_paths(&self) -> Vec<crate::policy::daemon::DaemonPath> {
-        use crate::policy::daemon::DaemonPath;
+    pub fn daemon_paths(&self) -> Vec<abx_domain::policy::daemon::DaemonPath> {
+        use abx_domain::policy::daemon::DaemonPath;
         let mut paths = Vec::new();
-        paths.extend(self.agents.state_dir.iter().map(|d| DaemonPath::new(d, crate::policy::daemon::AGENTS_STATE)));
+        paths
+            .extend(self.agents.state_dir.iter().map(|d| DaemonPath::new(d, abx_domain::policy::daemon::AGENTS_STATE)));
         paths.extend(self.agents.file.iter().map(|f| DaemonPath::new(f, "agents config file")));
         paths.extend(self.config_file.iter().map(|f| DaemonPath::new(f, "config file")));
         paths
@@ -317,7 +320,7 @@ pub fn parse_groups(names: &[String]) -> Result<Vec<Group>, ConfigError> {
     for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty() && *n != "core") {
         let group = Group::from_name(name).ok_or_else(|| ConfigError::UnknownGroup {
             name: name.to_string(),
-            hint: crate::policy::suggest(name, Group::ALL.iter().map(|g| g.as_str())),
+            hint: abx_domain::policy::suggest(name, Group::ALL.iter().map(|g| g.as_str())),
         })?;
         if !groups.contains(&group) {
             groups.push(group);
@@ -375,7 +378,7 @@ mod tests {
         let config = merge(args, file).expect("valid");
         assert_eq!(config.browser.idle_timeout, Some(Duration::from_millis(2500)));
         let defaults = merge(Options::default(), Options::default()).expect("valid");
-        assert_eq!(defaults.browser.idle_timeout, Some(crate::browser::DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(defaults.browser.idle_timeout, Some(abx_domain::browser::DEFAULT_IDLE_TIMEOUT));
         assert_eq!(defaults.browser.program, None);
     }
 
@@ -406,7 +409,7 @@ mod tests {
     fn the_example_config_declares_a_hello_command() {
         let file = parse_file(include_str!("../config.example.toml")).expect("parses");
         let registry = Registry::from_specs(file.commands.as_deref().unwrap_or_default()).expect("valid commands");
-        let everyone = crate::policy::Identity::new("t", ["*"]);
+        let everyone = abx_domain::policy::Identity::new("t", ["*"]);
         let listed = registry.list(&everyone);
         assert!(listed.iter().any(|c| c.name == "hello"), "{listed:?}");
     }

@@ -14,13 +14,13 @@ use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use abx_domain::fs::safe;
+use abx_domain::policy::{Op, PathGuard};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use crate::fs::safe;
 use crate::http::envd::connect;
 use crate::http::files_json::scan::{Event, Scanner};
-use crate::policy::{Op, PathGuard};
 
 /// A fuzz target: takes arbitrary bytes, panics on a finding.
 pub type Target = fn(&[u8]);
@@ -79,7 +79,7 @@ fn world() -> &'static World {
             .iter()
             .map(|p| id(p))
             .collect();
-        let rules = crate::policy::rules::compile(&[], true).expect("fuzz: rules");
+        let rules = abx_domain::policy::rules::compile(&[], true).expect("fuzz: rules");
         let rule = rules.iter().find(|r| r.endpoint.id == "files_stat").expect("fuzz: files_stat");
         let guard = PathGuard::new(&root, rule);
         World { _dir: dir, root, guard, forbidden }
@@ -115,7 +115,7 @@ fn scan(body: &[u8], frame: usize) -> Scanned {
             match event {
                 Event::ContentStart => path = scanner.path().map(<[u8]>::to_vec),
                 Event::Piece => {
-                    assert!(scanner.staged().len() <= crate::fs::b64::PIECE, "a piece larger than PIECE");
+                    assert!(scanner.staged().len() <= abx_domain::fs::b64::PIECE, "a piece larger than PIECE");
                     content.extend_from_slice(scanner.staged());
                     scanner.written();
                 }
@@ -199,9 +199,9 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// message, never a panic; an accepted one compiles into rules.
 pub fn policy_document(data: &[u8]) {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };
-    match crate::policy::document::parse(&value) {
+    match abx_domain::policy::document::parse(&value) {
         Ok(document) => {
-            if let Err(e) = crate::policy::rules::compile(&document.layers, true) {
+            if let Err(e) = abx_domain::policy::rules::compile(&document.layers, true) {
                 assert!(!e.to_string().is_empty(), "a refusal says why");
             }
         }
@@ -212,7 +212,7 @@ pub fn policy_document(data: &[u8]) {
 /// The PTY WebSocket message parser: every message is understood or
 /// refused with a reason; sizes stay within bounds.
 pub fn pty_message(data: &[u8]) {
-    use crate::pty::request::{parse_message, ClientMessage, MAX_SIDE};
+    use abx_domain::pty::request::{parse_message, ClientMessage, MAX_SIDE};
     let text = String::from_utf8_lossy(data);
     match parse_message(&text, (80, 24)) {
         Ok(ClientMessage::Resize(cols, rows)) => {
@@ -276,10 +276,10 @@ pub fn range(data: &[u8]) {
     // Small sizes are where the edge cases are.
     let size = if size & 1 == 0 { size >> 1 } else { size % 64 };
     let header = String::from_utf8_lossy(header);
-    match crate::fs::read::parse_range(Some(&header), size) {
+    match abx_domain::fs::read::parse_range(Some(&header), size) {
         Ok(Some((first, last))) => assert!(first <= last && last < size, "{header:?} of {size}: {first}-{last}"),
         Ok(None) => {}
-        Err(crate::fs::FsError::RangeNotSatisfiable { size: said }) => assert_eq!(said, size),
+        Err(abx_domain::fs::FsError::RangeNotSatisfiable { size: said }) => assert_eq!(said, size),
         Err(other) => panic!("{header:?}: unexpected {other:?}"),
     }
 }

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::agents::webhooks::tally::Deliveries;
+use abx_domain::agents::webhooks::tally::Deliveries;
 
 /// The labels of a decided call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -156,7 +156,7 @@ impl Metrics {
 
     /// The latency and byte metrics of `endpoint`, created on first use.
     fn route(&self, endpoint: &'static Endpoint) -> Option<&RouteMetrics> {
-        let slot = self.routes.get(crate::policy::index_of(endpoint))?;
+        let slot = self.routes.get(abx_domain::policy::index_of(endpoint))?;
         Some(slot.get_or_init(|| {
             let route = Route { port: endpoint.port.as_str(), endpoint: endpoint.id };
             RouteMetrics {

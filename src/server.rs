@@ -13,19 +13,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::code::{CodeConfig, CodeInterpreter};
+use abx_domain::envd::Envd;
+use abx_domain::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
+use abx_domain::pty::Terminals;
 use abx_wire::endpoints::Port;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::code::{CodeConfig, CodeInterpreter};
 use crate::config::{BaseDirSource, Config};
-use crate::envd::Envd;
 use crate::http::code_port::{self, CodeState};
 use crate::http::envd::EnvdState;
 use crate::http::{self, AppState};
-use crate::policy::{self, PolicyConfigError, PolicyEngine, PolicyInputs};
-use crate::pty::Terminals;
 
 /// Pending connections the kernel queues per listener, sized for bursts.
 pub const LISTEN_BACKLOG: u32 = 1024;
@@ -63,7 +63,7 @@ pub struct Running {
     envd: Option<JoinHandle<std::io::Result<()>>>,
     terminals: Arc<Terminals>,
     interpreter: Arc<CodeInterpreter>,
-    browser: Arc<crate::browser::Browser>,
+    browser: Arc<abx_domain::browser::Browser>,
 }
 
 /// How long terminal shells get after `SIGHUP` at shutdown before `SIGKILL`.
@@ -78,7 +78,7 @@ impl Running {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         // Children are signalled while requests drain, so runs waiting on them end now.
-        let children = crate::process::supervisor().terminate_all(crate::process::run::KILL_GRACE);
+        let children = abx_domain::process::supervisor().terminate_all(abx_domain::process::run::KILL_GRACE);
         tokio::join!(
             self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
             self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),
@@ -162,10 +162,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         _ => {}
     }
     forbid_inspection();
-    crate::fs::inotify::configure(config.watches);
+    abx_domain::fs::inotify::configure(config.watches);
     // The reaper runs from the start: as PID 1 or a subreaper, orphans arrive at any time.
-    crate::process::supervisor();
-    crate::process::reaper::protect_daemon_from_oom();
+    abx_domain::process::supervisor();
+    abx_domain::process::reaper::protect_daemon_from_oom();
     let shutdown = CancellationToken::new();
     let listener = bind(&config.host, config.port).await?;
     let api_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.host.clone(), source })?;
@@ -180,7 +180,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     state.interpreters = Arc::new(config.code.interpreters.clone());
     state.metrics_anonymous = config.metrics_anonymous;
     state.mcp = Arc::new(crate::http::mcp::Mcp::new(config.mcp_max_sessions));
-    state.files = Arc::new(crate::fs::Files::new(config.sync_writes).inflating(config.inflate));
+    state.files = Arc::new(abx_domain::fs::Files::new(config.sync_writes).inflating(config.inflate));
     let terminals = Arc::clone(&state.terminals);
     let browser = Arc::clone(&state.browser);
     if !state.commands.is_empty() {

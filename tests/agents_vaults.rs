@@ -633,7 +633,7 @@ fn a_name_resolving_to_loopback() -> Option<String> {
     let candidates = ["ip6-localhost", "ip6-loopback"].into_iter().map(str::to_string).chain(own);
     candidates.filter(|name| !name.is_empty() && name != "localhost").find(|name| {
         let addrs: Vec<_> = (name.as_str(), 443).to_socket_addrs().map(Iterator::collect).unwrap_or_default();
-        !addrs.is_empty() && addrs.iter().all(|a| !agent_sandbox_server::policy::guards::urls::is_public(a.ip()))
+        !addrs.is_empty() && addrs.iter().all(|a| !abx_domain::policy::guards::urls::is_public(a.ip()))
     })
 }
 

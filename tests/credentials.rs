@@ -4,8 +4,8 @@
 
 mod common;
 
+use abx_domain::policy::signed::signature;
 use abx_wire::endpoints::SignedOp;
-use agent_sandbox_server::policy::signed::signature;
 use common::envd::{call as envd_call, envd};
 use common::TestServer;
 use serde_json::{json, Value};

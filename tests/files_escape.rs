@@ -7,9 +7,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use agent_sandbox_server::fs::safe;
-use agent_sandbox_server::policy::rules::compile;
-use agent_sandbox_server::policy::{Op, PathGuard};
+use abx_domain::fs::safe;
+use abx_domain::policy::rules::compile;
+use abx_domain::policy::{Op, PathGuard};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use proptest::prelude::*;

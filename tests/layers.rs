@@ -1,7 +1,7 @@
 //! The workspace's crate graph is its layer diagram (docs/architecture.md):
-//! the wire crate depends on nothing of ours, the companion client on the
-//! wire crate alone, `abx` on those two, and none of them on the daemon or
-//! its HTTP server stack. The compiler enforces whatever a manifest allows;
+//! the wire crate depends on nothing of ours, the domain and the companion
+//! client on the wire crate alone, `abx` on the wire crate and the client,
+//! and none of them on the daemon or its HTTP server stack. The compiler enforces whatever a manifest allows;
 //! this test keeps the manifests from allowing more.
 
 use std::collections::BTreeSet;
@@ -22,7 +22,7 @@ fn dependencies(member: &str) -> BTreeSet<String> {
 }
 
 /// The workspace's own crates.
-const OURS: [&str; 4] = ["agent-sandbox-server", "abx-wire", "abx-client", "abx"];
+const OURS: [&str; 5] = ["agent-sandbox-server", "abx-wire", "abx-domain", "abx-client", "abx"];
 /// The daemon's HTTP server stack: no crate under it may carry it.
 const SERVER_STACK: [&str; 5] = ["axum", "hyper", "hyper-util", "tower", "tower-http"];
 
@@ -32,8 +32,12 @@ fn ours_in(deps: &BTreeSet<String>) -> Vec<&str> {
 
 #[test]
 fn each_crate_depends_only_on_the_layers_below_it() {
-    let cases =
-        [("crates/wire", vec![]), ("crates/client", vec!["abx-wire"]), ("crates/abx", vec!["abx-wire", "abx-client"])];
+    let cases = [
+        ("crates/wire", vec![]),
+        ("crates/domain", vec!["abx-wire"]),
+        ("crates/client", vec!["abx-wire"]),
+        ("crates/abx", vec!["abx-wire", "abx-client"]),
+    ];
     for (member, allowed) in cases {
         let deps = dependencies(member);
         let mut ours = ours_in(&deps);
@@ -47,8 +51,8 @@ fn each_crate_depends_only_on_the_layers_below_it() {
 }
 
 #[test]
-fn the_daemon_stands_on_the_wire_crate_and_the_client() {
+fn the_daemon_stands_on_the_wire_crate_the_domain_and_the_client() {
     let deps = dependencies(".");
-    assert!(deps.contains("abx-wire") && deps.contains("abx-client"), "{deps:?}");
+    assert!(deps.contains("abx-wire") && deps.contains("abx-domain") && deps.contains("abx-client"), "{deps:?}");
     assert!(!deps.contains("abx"), "the daemon does not depend on the command line");
 }

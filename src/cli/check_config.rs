@@ -9,11 +9,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use abx_domain::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use abx_wire::endpoints::Power;
 use serde_json::{json, Value};
 
 use crate::config::{Config, Options};
-use crate::policy::{file_permission_warnings, EffectiveRule, Identity, Op, PolicyEngine};
 use crate::server;
 
 /// Options of `check-config`.

@@ -80,7 +80,7 @@ fn serve(args: Options) -> ExitCode {
         }
     };
     let _log = crate::logging::init(config.log_format, &config.log_level);
-    crate::syscalls::tune_allocator();
+    abx_domain::syscalls::tune_allocator();
     let result = runtime().map_err(|e| e.to_string()).and_then(|rt| {
         rt.block_on(async {
             // Installed before the listeners announce themselves, so no signal is missed.

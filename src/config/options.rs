@@ -9,10 +9,10 @@
 
 use std::path::PathBuf;
 
+use abx_domain::commands::CommandSpec;
 use serde::Deserialize;
 
 use super::values::{LogFormat, PortSetting, Seconds};
-use crate::commands::CommandSpec;
 
 /// Declares the options struct and what is generated from its field list.
 macro_rules! options {

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+use abx_domain::code::git::{self, GitError};
+use abx_domain::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
+use abx_domain::policy::{Denial, Grant, LimitValue, Op, ParamValue};
+use abx_domain::pyrepr;
 use abx_wire::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};
 use abx_wire::endpoints::{Limit, Param};
 use axum::extract::State;
@@ -13,10 +17,6 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::code::git::{self, GitError};
-use crate::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
-use crate::policy::{Denial, Grant, LimitValue, Op, ParamValue};
-use crate::pyrepr;
 
 /// `POST /code/run`: runs a snippet once and returns its output.
 pub async fn code_run(
@@ -173,9 +173,9 @@ mod tests {
 
     use super::*;
     use crate::http::testing::send;
-    use crate::policy::document::PolicyDocument;
-    use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
-    use crate::policy::{PolicyEngine, PolicyInputs};
+    use abx_domain::policy::document::PolicyDocument;
+    use abx_domain::policy::rules::{Layer, Rank, RuleSpec, Selector};
+    use abx_domain::policy::{PolicyEngine, PolicyInputs};
 
     async fn code_run_with(router: &axum::Router, body: Value) -> (u16, Value) {
         let request = Request::post("/code/run").body(Body::from(body.to_string())).expect("request");

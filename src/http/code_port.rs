@@ -7,7 +7,7 @@
 //! extension: with `X-Abx-Detach: keep` the execution outlives its
 //! connection, the answer names it (`X-Abx-Execution-Id` and a first
 //! `execution` line) and `GET /executions/{id}` re-attaches after a cursor
-//! (`Last-Event-ID` or `?after=`; [`crate::code::executions`]). `/contexts`
+//! (`Last-Event-ID` or `?after=`; [`abx_domain::code::executions`]). `/contexts`
 //! creates, lists, restarts and deletes contexts (restart and delete answer
 //! 200 `null`, as the code-interpreter server does). Errors are plain text
 //! with the protocol's statuses (404 unknown context, 400 bad request),
@@ -24,6 +24,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::code::executions::{Attached, Delivery, Executions};
+use abx_domain::code::{CodeError, CodeInterpreter};
+use abx_domain::policy::{owner, Grant, Viewer};
 use abx_wire::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::{Body, Bytes};
@@ -37,9 +40,6 @@ use tokio::sync::mpsc;
 use super::code_wire::{commands_unrestricted, context_cwd, Payload, TextError};
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
-use crate::code::executions::{Attached, Delivery, Executions};
-use crate::code::{CodeError, CodeInterpreter};
-use crate::policy::{owner, Grant, Viewer};
 
 /// The request header that keeps an execution running without its connection.
 pub const DETACH_HEADER: &str = "x-abx-detach";
@@ -107,8 +107,8 @@ async fn execute(
 ) -> Result<Response, TextError> {
     commands_unrestricted(&grant)?;
     let names = request.env_vars.iter().flat_map(|vars| vars.keys());
-    let restricted = crate::policy::guards::commands_restricted(grant.engine());
-    crate::policy::guards::check_not_dangerous(names, restricted).map_err(TextError::from)?;
+    let restricted = abx_domain::policy::guards::commands_restricted(grant.engine());
+    abx_domain::policy::guards::check_not_dangerous(names, restricted).map_err(TextError::from)?;
     let detach = match headers.get(DETACH_HEADER).map(HeaderValue::as_bytes) {
         None => false,
         Some(b"keep") => true,

@@ -5,6 +5,8 @@
 //! format of the `e2b-code-interpreter` SDK's server. Other errors are
 //! plain text ([`TextError`]).
 
+use abx_domain::code::CodeError;
+use abx_domain::policy::{Denial, Grant, Op};
 use abx_wire::api::code::{CreateContextRequest, ExecuteRequest};
 use axum::body::to_bytes;
 use axum::extract::{FromRequest, Request};
@@ -15,8 +17,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
-use crate::code::CodeError;
-use crate::policy::{Denial, Grant, Op};
 
 /// A plain-text error answer.
 #[derive(Debug)]
@@ -134,7 +134,7 @@ impl IntoResponse for Refusal {
 /// the policy restricts commands (`allow_commands`, `deny_commands` of
 /// `process_start`), code execution is refused like a shell is.
 pub fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
-    let restricted = crate::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
+    let restricted = abx_domain::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
     if restricted {
         let message = "Code execution is not permitted while the policy restricts commands";
         return Err(Denial::forbidden("shell_not_allowed", message).into());

@@ -2,6 +2,8 @@
 //! and the mapping of the commands domain's errors to the reference's
 //! error bodies.
 
+use abx_domain::commands::{self, CommandError};
+use abx_domain::policy::{Denial, Grant};
 use abx_wire::api::{CommandList, CommandResult};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -11,8 +13,6 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::AppState;
-use crate::commands::{self, CommandError};
-use crate::policy::{Denial, Grant};
 
 /// `GET /commands`: the commands the caller may run.
 pub async fn list(State(app): State<AppState>, grant: Grant) -> Json<CommandList> {
@@ -72,11 +72,11 @@ mod tests {
     use sha2::{Digest, Sha256};
     use tokio_util::sync::CancellationToken;
 
-    use crate::commands::{CommandSpec, Registry};
     use crate::http::testing::send;
-    use crate::policy::document::{AuthSpec, TokenSecret, TokenSpec};
-    use crate::policy::{PolicyDocument, PolicyEngine, PolicyInputs};
-    use crate::pty::TerminalSettings;
+    use abx_domain::commands::{CommandSpec, Registry};
+    use abx_domain::policy::document::{AuthSpec, TokenSecret, TokenSpec};
+    use abx_domain::policy::{PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_domain::pty::TerminalSettings;
 
     fn app() -> axum::Router {
         let token = |id: &str, secret: &str, scopes: &[&str]| TokenSpec {

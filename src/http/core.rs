@@ -1,6 +1,7 @@
 //! Handlers of the core group: `GET /health`, `GET /capabilities`, `POST
 //! /capabilities/check`, and the extension `GET /openapi.json`.
 
+use abx_domain::policy::{Grant, Op};
 use abx_wire::api::{Capabilities, CheckRequest, Decision, Health};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -10,7 +11,6 @@ use axum::Json;
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::AppState;
-use crate::policy::{Grant, Op};
 
 /// `GET /health`: always `{"status": "ok"}` while the server runs.
 pub async fn health() -> Json<Health> {

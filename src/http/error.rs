@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::policy::Denial;
+use abx_domain::policy::Denial;
 
 /// The machine code of an error response, kept as a response extension for the audit line.
 #[derive(Debug, Clone)]

@@ -5,13 +5,14 @@
 //! 400 `ValueError`. A [`Grant`] is the admitted request's policy context,
 //! put there by the pipeline.
 
+use abx_domain::policy::Grant;
 use axum::body::{to_bytes, Body};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::policy::Grant;
+use super::AppState;
 
 /// Marks a request whose body went over its limit while being read.
 #[derive(Debug, Clone, Copy)]
@@ -72,16 +73,25 @@ where
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Grant {
-    type Rejection = ApiError;
+/// The grant the pipeline attached: a handler of any port takes it as an
+/// argument. (One impl per port's state: the orphan rule wants a local type
+/// in the impl, and `Grant` is the domain's.)
+macro_rules! grant_extractor {
+    ($($state:ty),+) => {$(
+        impl FromRequestParts<$state> for Grant {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.get::<Grant>().cloned().ok_or_else(|| {
-            tracing::error!("handler ran without a grant: the pipeline was bypassed");
-            ApiError::internal()
-        })
-    }
+            async fn from_request_parts(parts: &mut Parts, _state: &$state) -> Result<Self, Self::Rejection> {
+                parts.extensions.get::<Grant>().cloned().ok_or_else(|| {
+                    tracing::error!("handler ran without a grant: the pipeline was bypassed");
+                    ApiError::internal()
+                })
+            }
+        }
+    )+};
 }
+
+grant_extractor!(AppState, super::code_port::CodeState, super::envd::EnvdState);
 
 /// Reads a whole body up to `limit` bytes (for handlers that need raw bytes).
 ///

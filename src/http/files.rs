@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use abx_domain::fs::{self, list::ListOptions, safe, search, FsError};
+use abx_domain::policy::{Grant, LimitValue, Op};
+use abx_domain::pyrepr;
 use abx_wire::api::files::{
     DeleteResponse, FileInfo, ListQuery, ListResponse, MkdirRequest, MkdirResponse, MoveRequest, MoveResponse,
     PathQuery, SearchRequest, SearchResponse,
@@ -19,9 +22,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::fs::{self, list::ListOptions, safe, search, FsError};
-use crate::policy::{Grant, LimitValue, Op};
-use crate::pyrepr;
 
 const DEFAULT_MAX_ENTRIES: u64 = 1000;
 const DEFAULT_LIST_DEPTH: u64 = 3;

@@ -18,6 +18,9 @@
 
 use std::borrow::Cow;
 
+use abx_domain::fs::b64::{Base64Upload, PIECE};
+use abx_domain::fs::{safe, WritePolicy};
+use abx_domain::policy::Grant;
 use abx_wire::api::files::TransferResponse;
 use abx_wire::endpoints::Limit;
 use axum::extract::{Request, State};
@@ -31,9 +34,6 @@ use super::extract::{parse_object, BodyLimit};
 use super::files::{at, body_field, limit_or, resolve_write};
 use super::files_transfer::write_policy;
 use super::AppState;
-use crate::fs::b64::{Base64Upload, PIECE};
-use crate::fs::{safe, WritePolicy};
-use crate::policy::Grant;
 
 pub(crate) mod scan;
 
@@ -209,8 +209,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
-    use crate::policy::{Credentials, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_domain::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
+    use abx_domain::policy::{Credentials, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
     use abx_wire::endpoints::{Param, ENDPOINTS};
 
     struct Setup {

@@ -5,6 +5,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use abx_domain::fs::{self, archive, read, safe, watch, watch_runs, FsError, Progress, WritePolicy};
+use abx_domain::policy::{owner, Grant, LimitValue, Op, ParamValue, Viewer};
 use abx_wire::api::files::{
     ArchiveRequest, ContentQuery, PathQuery, TransferResponse, UploadCancelled, UploadStatus, WatchQuery,
 };
@@ -23,8 +25,6 @@ use super::error::ApiError;
 use super::extract::{BodyLimit, JsonBody, Query};
 use super::files::{at, limit_or, query_path, resolve_write, truthy};
 use super::AppState;
-use crate::fs::{self, archive, read, safe, watch, watch_runs, FsError, Progress, WritePolicy};
-use crate::policy::{owner, Grant, LimitValue, Op, ParamValue, Viewer};
 
 const ARCHIVE_MAX_BYTES: u64 = 100 * 1024 * 1024;
 const ARCHIVE_MAX_FILES: u64 = 10_000;

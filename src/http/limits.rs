@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 
-use crate::policy::PolicyEngine;
+use abx_domain::policy::PolicyEngine;
 
 /// Default time a client has to send a request's head.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);

@@ -37,6 +37,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::commands::Registry;
+use abx_domain::environment::ChildEnv;
+use abx_domain::policy::PolicyEngine;
+use abx_domain::pty::{TerminalSettings, Terminals};
+use abx_domain::system::System;
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -47,11 +52,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use self::error::ApiError;
 pub use self::pipeline::{KeepAliveLayer, DEFAULT_MAX_REQUEST_BYTES};
-use crate::commands::Registry;
-use crate::environment::ChildEnv;
-use crate::policy::PolicyEngine;
-use crate::pty::{TerminalSettings, Terminals};
-use crate::system::System;
 
 /// State shared by every handler: one reference-counted [`Shared`], so
 /// the clone each request's pipeline takes is one counter increment, not
@@ -74,27 +74,27 @@ pub struct Shared {
     /// The environment children start with.
     pub env: Arc<ChildEnv>,
     /// Background processes and the process limits of the exec endpoints.
-    pub processes: crate::process::Processes,
+    pub processes: abx_domain::process::Processes,
     /// System information state (CPU sampler, cgroup location, caches).
     pub system: Arc<System>,
     /// Upload state: resumable sessions and swept directories.
-    pub files: Arc<crate::fs::Files>,
+    pub files: Arc<abx_domain::fs::Files>,
     /// Terminal sessions.
     pub terminals: Arc<Terminals>,
     /// Registered commands.
     pub commands: Arc<Registry>,
     /// Interpreter programs of `/code/run`.
-    pub interpreters: Arc<crate::code::Interpreters>,
+    pub interpreters: Arc<abx_domain::code::Interpreters>,
     /// The agents runtime, started by the first call of an agents endpoint.
-    pub agents: crate::agents::LazyAgents,
+    pub agents: abx_domain::agents::LazyAgents,
     /// The headless browser (started by its first call).
-    pub browser: Arc<crate::browser::Browser>,
+    pub browser: Arc<abx_domain::browser::Browser>,
     /// Whether `GET /metrics` answers without credentials.
     pub metrics_anonymous: bool,
     /// The metrics every port's pipeline records.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The code port's contexts, when it runs (counted by the metrics).
-    pub interpreter: Option<Arc<crate::code::CodeInterpreter>>,
+    pub interpreter: Option<Arc<abx_domain::code::CodeInterpreter>>,
     /// The MCP endpoint (built by its first request).
     pub mcp: Arc<mcp::Mcp>,
     served: Arc<HashSet<&'static str>>,
@@ -121,17 +121,17 @@ impl AppState {
             ENDPOINTS.iter().filter(|e| e.port == Port::Api && routes::handler(e).is_some()).map(|e| e.id).collect();
         let secrets: Vec<String> = engine.secret_env_names().map(str::to_string).collect();
         let env = Arc::new(ChildEnv::capture(&secrets));
-        let files = Arc::new(crate::fs::Files::default());
+        let files = Arc::new(abx_domain::fs::Files::default());
         let terminals = Arc::new(Terminals::new(TerminalSettings::default(), shutdown.clone()));
-        let interpreters = Arc::new(crate::code::Interpreters::default());
-        let agents_config = crate::agents::AgentsConfig { users: engine.program_users(), ..Default::default() };
-        let agents = crate::agents::LazyAgents::new(agents_config, Arc::clone(&env), shutdown.clone());
-        let browser = browser_for(&engine, &env, crate::browser::BrowserSettings::default());
+        let interpreters = Arc::new(abx_domain::code::Interpreters::default());
+        let agents_config = abx_domain::agents::AgentsConfig { users: engine.program_users(), ..Default::default() };
+        let agents = abx_domain::agents::LazyAgents::new(agents_config, Arc::clone(&env), shutdown.clone());
+        let browser = browser_for(&engine, &env, abx_domain::browser::BrowserSettings::default());
         AppState(Arc::new(Shared {
             engine,
             shutdown,
             env,
-            processes: crate::process::Processes::new(),
+            processes: abx_domain::process::Processes::new(),
             system: Arc::new(System::new()),
             files,
             terminals,
@@ -148,14 +148,14 @@ impl AppState {
     }
 
     /// The same state with the agents runtime (not started yet) set as `config` says.
-    pub fn with_agents(mut self, mut config: crate::agents::AgentsConfig) -> Self {
+    pub fn with_agents(mut self, mut config: abx_domain::agents::AgentsConfig) -> Self {
         config.users = self.engine.program_users();
-        self.agents = crate::agents::LazyAgents::new(config, Arc::clone(&self.env), self.shutdown.clone());
+        self.agents = abx_domain::agents::LazyAgents::new(config, Arc::clone(&self.env), self.shutdown.clone());
         self
     }
 
     /// The same state with a browser run as `settings` say.
-    pub fn with_browser(mut self, settings: crate::browser::BrowserSettings) -> Self {
+    pub fn with_browser(mut self, settings: abx_domain::browser::BrowserSettings) -> Self {
         self.browser = browser_for(&self.engine, &self.env, settings);
         self
     }
@@ -191,11 +191,11 @@ impl AppState {
 fn browser_for(
     engine: &PolicyEngine,
     env: &Arc<ChildEnv>,
-    settings: crate::browser::BrowserSettings,
-) -> Arc<crate::browser::Browser> {
+    settings: abx_domain::browser::BrowserSettings,
+) -> Arc<abx_domain::browser::Browser> {
     let rule = abx_wire::endpoints::find("browser_navigate").map(|e| engine.rule(e));
-    let policy = rule.map(crate::policy::guards::UrlPolicy::from_rule).unwrap_or_default();
-    crate::browser::Browser::new(settings, Arc::clone(env), policy)
+    let policy = rule.map(abx_domain::policy::guards::UrlPolicy::from_rule).unwrap_or_default();
+    abx_domain::browser::Browser::new(settings, Arc::clone(env), policy, Arc::new(browser::egress::ProxyEgress))
 }
 
 /// The router of the API port: one route per endpoint of the table.

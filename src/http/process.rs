@@ -10,6 +10,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::policy::guards::{check_signal, ALLOWED_SIGNALS};
+use abx_domain::policy::{owner, Grant, LimitValue, Viewer};
+use abx_domain::process::exec::{CommandLine, ExecInput};
+use abx_domain::process::output::Stream;
+use abx_domain::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
+use abx_domain::process::stream_runs::{Cursor, Delivery};
+use abx_domain::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
+use abx_domain::pyrepr;
 use abx_wire::api::process::{
     ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest,
     SignalResult, Started, StdinRequest, StdinResult,
@@ -26,21 +34,18 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::policy::guards::{check_signal, ALLOWED_SIGNALS};
-use crate::policy::{owner, Grant, LimitValue, Viewer};
-use crate::process::exec::{CommandLine, ExecInput};
-use crate::process::output::Stream;
-use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
-use crate::process::stream_runs::{Cursor, Delivery};
-use crate::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
-use crate::pyrepr;
 
 /// Keep-alive comment interval of `/shell/stream`.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-impl ProcessError {
+/// How a [`ProcessError`] is answered.
+pub trait IntoApiError {
     /// The wire error, naming `endpoint` on policy refusals (as the reference).
-    pub fn into_api(self, endpoint: &str) -> ApiError {
+    fn into_api(self, endpoint: &str) -> ApiError;
+}
+
+impl IntoApiError for ProcessError {
+    fn into_api(self, endpoint: &str) -> ApiError {
         let error = |status, message: String, error_type| ApiError::new(status, message, error_type);
         match self {
             ProcessError::Denied(denial) => ApiError::from(denial).with_endpoint(endpoint),

@@ -3,6 +3,9 @@
 //! endpoint), and the mapping of the terminal domain's errors to the
 //! reference's error bodies.
 
+use abx_domain::policy::{Denial, Grant, ParamValue};
+use abx_domain::pty::request::{self, CreatePolicy, CreateRequest};
+use abx_domain::pty::TerminalError;
 use abx_wire::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
 use abx_wire::endpoints::{Limit, Param, Port, ENDPOINTS};
 use axum::extract::{Path, State};
@@ -16,9 +19,6 @@ use super::extract::JsonBody;
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::pty_ws::{self, viewer};
 use super::AppState;
-use crate::policy::{Denial, Grant, ParamValue};
-use crate::pty::request::{self, CreatePolicy, CreateRequest};
-use crate::pty::TerminalError;
 
 /// `POST /pty/sessions`.
 pub async fn create(
@@ -99,8 +99,8 @@ fn create_policy(grant: &Grant) -> CreatePolicy {
         Some(ParamValue::Strings(list)) => Some(list.clone()),
         _ => None,
     };
-    let env_deny = crate::policy::guards::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
-    let commands_restricted = crate::policy::guards::commands_restricted(grant.engine());
+    let env_deny = abx_domain::policy::guards::env::VarRules::new(&[], &strings(Param::EnvDeny).unwrap_or_default());
+    let commands_restricted = abx_domain::policy::guards::commands_restricted(grant.engine());
     CreatePolicy { shells: strings(Param::Shells), env_deny, commands_restricted }
 }
 
@@ -158,8 +158,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::http::testing::send;
-    use crate::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
-    use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_domain::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
+    use abx_domain::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
     use abx_wire::endpoints::{Limit, Param};
 
     fn app(rule: RuleSpec) -> axum::Router {

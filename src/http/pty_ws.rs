@@ -9,6 +9,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use abx_domain::policy::{owner, Grant, Viewer};
+use abx_domain::process::ExitStatus;
+use abx_domain::pty::request::{parse_message, ClientMessage};
+use abx_domain::pty::{Session, TerminalError, Update};
 use abx_wire::api::PtyMessage;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -22,10 +26,6 @@ use tokio_util::sync::CancellationToken;
 use super::error::ApiError;
 use super::extract::Query;
 use super::AppState;
-use crate::policy::{owner, Grant, Viewer};
-use crate::process::ExitStatus;
-use crate::pty::request::{parse_message, ClientMessage};
-use crate::pty::{Session, TerminalError, Update};
 
 /// The close code of a connection to an unknown or ended session (policy violation, as the reference).
 const UNKNOWN_SESSION: u16 = 1008;
@@ -47,7 +47,7 @@ pub struct ConnectQuery {
 /// accepted and closed at once with code 1008 and a reason naming it.
 pub async fn connect(
     State(app): State<AppState>,
-    grant: crate::policy::Grant,
+    grant: abx_domain::policy::Grant,
     Query(query): Query<ConnectQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {

@@ -184,7 +184,7 @@ mod tests {
     use crate::http::code_port::{self, CodeState};
     use crate::http::envd::{self, EnvdState};
     use crate::http::{self as edge, AppState};
-    use crate::policy::{PolicyEngine, PolicyInputs};
+    use abx_domain::policy::{PolicyEngine, PolicyInputs};
     use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 
     /// Every port's router, behind a server token.
@@ -193,19 +193,19 @@ mod tests {
         let engine = Arc::new(PolicyEngine::new(inputs).expect("engine"));
         let shutdown = CancellationToken::new();
         let app = AppState::new(engine, shutdown.clone()).serving_pty(1);
-        let envd = Arc::new(crate::envd::Envd::new(
+        let envd = Arc::new(abx_domain::envd::Envd::new(
             Arc::clone(&app.env),
             shutdown.clone(),
             1024,
             app.processes.registry().clone(),
         ));
-        let config = crate::code::CodeConfig {
+        let config = abx_domain::code::CodeConfig {
             max_contexts: 1,
             idle_timeout: None,
-            interpreters: crate::code::Interpreters::default(),
+            interpreters: abx_domain::code::Interpreters::default(),
             base_dir: std::env::temp_dir(),
         };
-        let code = crate::code::CodeInterpreter::new(config, Arc::clone(&app.env), shutdown);
+        let code = abx_domain::code::CodeInterpreter::new(config, Arc::clone(&app.env), shutdown);
         vec![
             (Port::Api, edge::router(app.clone())),
             (Port::Pty, edge::pty::router(app.clone())),

@@ -2,6 +2,11 @@
 //! `GET /env`, `POST /env`, `GET /ports`, `GET /packages`, and the mapping
 //! of the system domain's errors to the reference's error bodies.
 
+use abx_domain::policy::guards::env::VarRules;
+use abx_domain::policy::{Grant, ParamValue};
+use abx_domain::system::env::{self, EnvError};
+use abx_domain::system::run::RunError;
+use abx_domain::system::SystemError;
 use abx_wire::api::{
     EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, PackageList, PackagesQuery, PortList, SystemInfo, SystemMetrics,
 };
@@ -13,11 +18,6 @@ use axum::Json;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::policy::guards::env::VarRules;
-use crate::policy::{Grant, ParamValue};
-use crate::system::env::{self, EnvError};
-use crate::system::run::RunError;
-use crate::system::SystemError;
 
 /// `GET /system/info`.
 pub async fn info(State(app): State<AppState>) -> Result<Json<SystemInfo>, ApiError> {
@@ -42,7 +42,7 @@ pub async fn env_set(
     JsonBody(body): JsonBody<EnvSetRequest>,
 ) -> Result<Json<EnvUpdated>, ApiError> {
     let is_secret = |name: &str| app.engine.is_secret_env(name);
-    let restricted = crate::policy::guards::commands_restricted(&app.engine);
+    let restricted = abx_domain::policy::guards::commands_restricted(&app.engine);
     match env::set(&app.env, &var_rules(&grant), &is_secret, restricted, &body.vars) {
         Ok(updated) => Ok(Json(EnvUpdated { updated })),
         Err(EnvError::Denied(denial)) => Err(ApiError::from(denial).with_endpoint(grant.endpoint().id)),
@@ -58,7 +58,7 @@ pub async fn prometheus(State(app): State<AppState>) -> axum::response::Response
         processes: app.processes.registry().live(),
         terminals: app.terminals.live() as u64,
         code_contexts: app.interpreter.as_ref().map_or(0, |code| code.count() as u64),
-        watches: crate::fs::watch::live() as u64,
+        watches: abx_domain::fs::watch::live() as u64,
         webhooks: app.agents.if_started().map(|agents| agents.webhooks.outcomes()).unwrap_or_default(),
     };
     let content_type = [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)];
@@ -121,8 +121,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::http::testing::send;
-    use crate::policy::rules::{Layer, Rank, RuleSpec, Selector};
-    use crate::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
+    use abx_domain::policy::rules::{Layer, Rank, RuleSpec, Selector};
+    use abx_domain::policy::{ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
     use abx_wire::endpoints::Param;
 
     fn rule(endpoint: &str, params: &[(Param, &[&str])]) -> Layer {

@@ -1,6 +1,9 @@
 //! A session's artifacts (`GET`, `DELETE`, and the bytes of one, streamed
 //! from its snapshot) and traces.
 
+use abx_domain::agents::artifacts::ArtifactRecord;
+use abx_domain::agents::{AgentError, Session};
+use abx_domain::policy::Grant;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
@@ -9,14 +12,11 @@ use axum::Json;
 use serde_json::Value;
 
 use super::{owner, page, runtime, value_id, ListQuery, Result};
-use crate::agents::artifacts::ArtifactRecord;
-use crate::agents::{AgentError, Session};
 use crate::http::agents::wire::objects::ArtifactObject;
 use crate::http::agents::wire::traces::trace_object;
 use crate::http::agents::wire::{Deleted, Label, Page};
 use crate::http::extract::Query;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 fn object(session: &Session, record: &ArtifactRecord) -> ArtifactObject {
     ArtifactObject::new(record, &session.id, session.meta().environment_id.as_deref())
@@ -83,7 +83,7 @@ pub async fn artifact_content(
     let dir = session.dir().to_path_buf();
     let opened = {
         let record = record.clone();
-        tokio::task::spawn_blocking(move || crate::agents::artifacts::open(&dir, &record)).await
+        tokio::task::spawn_blocking(move || abx_domain::agents::artifacts::open(&dir, &record)).await
     };
     let Ok(Ok(file)) = opened else {
         return Err(AgentError::not_found("artifact", &artifact_id, "artifact_id").into());

@@ -4,22 +4,22 @@
 
 use std::collections::BTreeMap;
 
+use abx_domain::agents::records::Stored;
+use abx_domain::agents::resources::Definition;
+use abx_domain::agents::{AgentError, AgentSpec, Agents, SessionMeta};
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, ListQuery, Result};
-use crate::agents::records::Stored;
-use crate::agents::resources::Definition;
-use crate::agents::{AgentError, AgentSpec, Agents, SessionMeta};
 use crate::http::agents::wire::definitions::{apply_update, definition_object, deleted_object, parse_create, tools_of};
 use crate::http::agents::wire::requests::explicit_runtime;
 use crate::http::agents::wire::tools::McpTool;
 use crate::http::agents::wire::Page;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 fn not_found(id: &str) -> AgentError {
     AgentError::not_found("agent", id, "agent_id")
@@ -96,7 +96,7 @@ pub(super) fn session_of(
         let message = format!(
             "agent {}: its MCP header values are kept in memory only and were lost when the server restarted; \
              send its tools again with POST /v1/agents/{}",
-            crate::pyrepr::repr_str(&definition.id),
+            abx_domain::pyrepr::repr_str(&definition.id),
             definition.id
         );
         return Err(AgentError::invalid_code(message, Some("agent_id"), "agents.credentials_lost").into());

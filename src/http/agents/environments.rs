@@ -7,6 +7,11 @@
 
 use std::sync::Arc;
 
+use abx_domain::agents::records::Stored;
+use abx_domain::agents::resources::Environment;
+use abx_domain::agents::workspace_files::{list_files, workspace_missing};
+use abx_domain::agents::{AgentError, Agents};
+use abx_domain::policy::{Grant, Op};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,10 +19,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery};
-use crate::agents::records::Stored;
-use crate::agents::resources::Environment;
-use crate::agents::workspace_files::{list_files, workspace_missing};
-use crate::agents::{AgentError, Agents};
 use crate::http::agents::wire::environments::{
     environment_file_object, environment_object, files_page, known_keys, parse_environment, parse_file,
     parse_files_query, parse_template, template_deleted, template_object, FilesQuery,
@@ -26,7 +27,6 @@ use crate::http::agents::wire::Page;
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::{Grant, Op};
 
 /// An agents refusal (the OpenAI envelope) or a path policy denial (the
 /// policy's error body, as the reference answers it).

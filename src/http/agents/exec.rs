@@ -12,13 +12,14 @@
 //! environment guards. A refusal is the reference's JSON error naming the
 //! endpoint, with the guard's code and status.
 
-use crate::agents::{AgentSpec, Agents};
-use crate::http::agents::wire::requests::DEFAULT_WORKSPACE;
-use crate::http::error::ApiError;
-use crate::policy::guards::{
+use abx_domain::agents::{AgentSpec, Agents};
+use abx_domain::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
 };
-use crate::policy::{Denial, Grant, Op};
+use abx_domain::policy::{Denial, Grant, Op};
+
+use crate::http::agents::wire::requests::DEFAULT_WORKSPACE;
+use crate::http::error::ApiError;
 
 use super::environments::Refusal;
 

@@ -5,6 +5,9 @@
 //! to disk and never held whole in memory; both are bounded by
 //! `agents_max_file_bytes` and the caller's quota.
 
+use abx_domain::agents::resources::Blob;
+use abx_domain::agents::{AgentError, Agents};
+use abx_domain::policy::Grant;
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -14,12 +17,9 @@ use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 
 use super::{owner, runtime, Result};
-use crate::agents::resources::Blob;
-use crate::agents::{AgentError, Agents};
 use crate::http::agents::wire::environments::{blob_object, decode_base64, known_keys};
 use crate::http::extract::{parse_object, BodyLimit};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// Longest text field of a multipart upload.
 const MAX_FIELD: usize = 4096;

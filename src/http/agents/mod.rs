@@ -60,15 +60,15 @@ pub use self::webhooks::{
 
 use std::sync::Arc;
 
+use abx_domain::agents::{AgentError, Agents};
+use abx_domain::policy::Grant;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
 use super::error::ErrorCode;
-use crate::agents::{AgentError, Agents};
 use crate::http::agents::wire::{ErrorEnvelope, ErrorObject, Label, Page, LOCAL_HEADER};
-use crate::policy::Grant;
 
 /// An agents handler's failure, written as the OpenAI error envelope.
 #[derive(Debug)]
@@ -92,7 +92,7 @@ impl IntoResponse for AgentsError {
             }
             AgentError::NotImplementedLocally { .. } => {
                 let label = Label::new("none", &["not_implemented_locally"])
-                    .with("runtimes", crate::agents::runtime::RUNTIMES_PATH);
+                    .with("runtimes", abx_domain::agents::runtime::RUNTIMES_PATH);
                 (
                     StatusCode::NOT_FOUND,
                     "not_found_error",
@@ -103,7 +103,7 @@ impl IntoResponse for AgentsError {
             }
             AgentError::Unavailable(_) => {
                 let label = Label::new("none", &["not_implemented_locally"])
-                    .with("runtimes", crate::agents::runtime::RUNTIMES_PATH);
+                    .with("runtimes", abx_domain::agents::runtime::RUNTIMES_PATH);
                 (StatusCode::NOT_FOUND, "not_found_error", None, "agents.not_implemented_locally", Some(label))
             }
             AgentError::ModelNotFound(_) => {

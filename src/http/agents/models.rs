@@ -4,15 +4,15 @@
 //! as the reference refuses them: `404 not_found_error`,
 //! `agents.not_implemented_locally`, `x-should-retry: false`.
 
+use abx_domain::agents::AgentError;
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::{owner, runtime, Result};
-use crate::agents::AgentError;
 use crate::http::agents::wire::Label;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// Who owns the models listed here.
 const OWNED_BY: &str = "agent-sandbox-local";

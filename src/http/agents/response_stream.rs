@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::agents::responses::FoundResponse;
+use abx_domain::agents::{Agents, Subscription};
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -19,8 +21,6 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Result;
-use crate::agents::responses::FoundResponse;
-use crate::agents::{Agents, Subscription};
 use crate::http::agents::wire::response_events::{ResponseStream, StreamEvent};
 use crate::http::agents::wire::responses::response_object;
 

@@ -7,6 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::agents::responses::{FoundResponse, ResponseRecord};
+use abx_domain::agents::turn::{now, TurnStatus};
+use abx_domain::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -18,9 +22,6 @@ use super::environments::Refusal;
 use super::exec::admit_cli;
 use super::response_stream::sse;
 use super::{owner, page, runtime, value_id, ListQuery, Result};
-use crate::agents::responses::{FoundResponse, ResponseRecord};
-use crate::agents::turn::{now, TurnStatus};
-use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
 use crate::http::agents::wire::requests::explicit_runtime;
 use crate::http::agents::wire::responses::{
     input_item, output_item, parse_create, response_object, tool_echo, usage_object, CreateRequest, IGNORED_HEADER,
@@ -28,7 +29,6 @@ use crate::http::agents::wire::responses::{
 use crate::http::agents::wire::{Label, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// Added to a turn's own time limit while a blocking create waits for it.
 const WAIT_SLACK: Duration = Duration::from_secs(30);
@@ -86,7 +86,7 @@ fn turn_input(request: &CreateRequest) -> TurnInput {
 
 fn new_record(request: &CreateRequest) -> ResponseRecord {
     ResponseRecord {
-        id: format!("resp_{}", crate::ids::random_hex(12)),
+        id: format!("resp_{}", abx_domain::ids::random_hex(12)),
         created_at: now() as i64,
         adapter: String::new(),
         model: String::new(),
@@ -108,7 +108,7 @@ fn continue_conversation(
     previous: &Value,
     request: &CreateRequest,
 ) -> std::result::Result<FoundResponse, Refusal> {
-    let id = previous.as_str().map_or_else(|| crate::pyrepr::str_of(previous), str::to_string);
+    let id = previous.as_str().map_or_else(|| abx_domain::pyrepr::str_of(previous), str::to_string);
     let previous = agents.response_at(owner(grant), &id, "previous_response_id")?;
     not_latest(
         &agents.latest_response(&previous.session),
@@ -182,7 +182,7 @@ fn plan(
         limits: config.limits,
         ..AgentSpec::default()
     };
-    let name = format!("resp-{}", &crate::ids::random_hex(10));
+    let name = format!("resp-{}", &abx_domain::ids::random_hex(10));
     let display_model = model.clone().unwrap_or_else(|| runtime.to_string());
     let meta = SessionMeta {
         owner: owner.to_string(),
@@ -336,7 +336,7 @@ pub async fn responses_compact(
     let output: Vec<Value> = done
         .items
         .iter()
-        .filter(|i| matches!(i.body, crate::agents::turn::ItemBody::Message { .. }))
+        .filter(|i| matches!(i.body, abx_domain::agents::turn::ItemBody::Message { .. }))
         .map(output_item)
         .collect();
     let summary: Vec<&str> =
@@ -350,7 +350,7 @@ pub async fn responses_compact(
         }
     }
     Ok(Json(json!({
-        "id": format!("resp_cmp_{}", crate::ids::random_hex(10)),
+        "id": format!("resp_cmp_{}", abx_domain::ids::random_hex(10)),
         "object": "response.compaction",
         "created_at": done.created_at as i64,
         "output": output,

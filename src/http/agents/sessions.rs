@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use abx_domain::agents::vaults::{record_bindings, Binding, ToolTarget};
+use abx_domain::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
@@ -11,8 +14,6 @@ use serde_json::{Map, Value};
 use super::environments::Refusal;
 use super::exec::admit_cli;
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
-use crate::agents::vaults::{record_bindings, Binding, ToolTarget};
-use crate::agents::{AgentError, AgentSpec, Agents, NewSession, SessionKind, SessionMeta, TurnInput};
 use crate::http::agents::wire::definitions::tools_of;
 use crate::http::agents::wire::objects::SessionObject;
 use crate::http::agents::wire::requests::{self, INLINE_AGENT_KEYS};
@@ -20,7 +21,6 @@ use crate::http::agents::wire::tools::McpTool;
 use crate::http::agents::wire::{Deleted, Label};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())

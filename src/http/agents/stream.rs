@@ -11,6 +11,8 @@
 
 use std::time::Duration;
 
+use abx_domain::agents::{AgentError, Subscription};
+use abx_domain::policy::Grant;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -21,11 +23,9 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{owner, runtime, Result};
-use crate::agents::{AgentError, Subscription};
 use crate::http::agents::wire::events::{is_idle, map, parse_after};
 use crate::http::extract::Query;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// Runtime events read per batch (one body chunk).
 const BATCH: usize = 256;

@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
+use abx_domain::agents::subagents::{rollout_child_ids, turns_for, SubagentRecord, SubagentTurn, TurnSource};
+use abx_domain::agents::{AgentError, Agents, Session};
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::Value;
 
 use super::{owner, page, runtime, value_id, ListQuery, Result};
-use crate::agents::subagents::{rollout_child_ids, turns_for, SubagentRecord, SubagentTurn, TurnSource};
-use crate::agents::{AgentError, Agents, Session};
 use crate::http::agents::wire::subagents::{item_objects, subagent_object, turn_objects};
 use crate::http::agents::wire::Page;
 use crate::http::extract::Query;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// Every subagent of `session`: the ids its CLI streamed and, for Codex,
 /// the child threads its rollout names.

@@ -1,23 +1,23 @@
 //! A session's turns and items: `GET .../items`, `.../turns`,
 //! `.../turns/{turn_id}` and `.../turns/{turn_id}/items`.
 
+use abx_domain::agents::{AgentError, Session};
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::Value;
 
 use super::{owner, page, runtime, value_id, ListQuery, Result};
-use crate::agents::{AgentError, Session};
 use crate::http::agents::wire::objects::{item_object, TurnObject};
 use crate::http::agents::wire::Page;
 use crate::http::extract::Query;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 async fn session(app: &AppState, grant: &Grant, id: &str) -> Result<std::sync::Arc<Session>> {
     Ok(runtime(app).await.session(owner(grant), id)?)
 }
 
-fn turn_object(session: &Session, turn: &crate::agents::turn::TurnRecord) -> TurnObject {
+fn turn_object(session: &Session, turn: &abx_domain::agents::turn::TurnRecord) -> TurnObject {
     TurnObject::new(&turn.summary(), &session.id, &session.meta().display_id, true)
 }
 

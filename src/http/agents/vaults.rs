@@ -3,6 +3,7 @@
 //! the reference's filters: `metadata[key]=value` pairs and `status`
 //! (every record is `active`).
 
+use abx_domain::policy::Grant;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{Map, Value};
@@ -12,7 +13,6 @@ use crate::http::agents::wire::vaults::{self as wire, credential_object, vault_o
 use crate::http::agents::wire::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// A list's query: paging, then the filters.
 struct Filters {

@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use abx_domain::agents::webhooks::registry::WebhookEndpoint;
+use abx_domain::agents::{AgentError, Agents};
+use abx_domain::policy::Grant;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -11,15 +14,12 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use super::{owner, page, runtime, AgentsError, ListQuery, Result};
-use crate::agents::webhooks::registry::WebhookEndpoint;
-use crate::agents::{AgentError, Agents};
 use crate::http::agents::wire::webhooks::{
     endpoint_fields, endpoint_label, rotation, test_event_type, EventTypeList, TestResult, WebhookEndpointObject,
 };
 use crate::http::agents::wire::{Deleted, Page};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// The endpoint a request's path names, found for its caller before the
 /// body is read (an unknown id is a 404 whatever the body, as the reference).

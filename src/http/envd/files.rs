@@ -4,7 +4,7 @@
 //! gzip when the client accepts it (never for a range). Uploads take a
 //! multipart body (each `file` part, named by `path` or by its file name) or
 //! a raw `application/octet-stream` body (`path` required), optionally
-//! gzip-encoded; each file is written atomically through [`crate::fs`]
+//! gzip-encoded; each file is written atomically through [`abx_domain::fs`]
 //! (parents created, 507 on a full disk, nothing partial left). Credentials
 //! (a token, or a URL signature that covers the path, the operation and the
 //! user) are the pipeline's, as on every route.
@@ -13,6 +13,10 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
+use abx_domain::accounts::Account;
+use abx_domain::envd::EnvdError;
+use abx_domain::fs::{read, safe, FsError, WritePolicy};
+use abx_domain::policy::{Grant, LimitValue, Op};
 use abx_wire::api::envd::http::{FilesQuery, WrittenFile};
 use abx_wire::endpoints::Limit;
 use axum::body::{Body, Bytes};
@@ -23,10 +27,6 @@ use axum::Json;
 use futures_util::{Stream, StreamExt};
 
 use super::{blocking, http_error, plain_error, EnvdState};
-use crate::accounts::Account;
-use crate::envd::EnvdError;
-use crate::fs::{read, safe, FsError, WritePolicy};
-use crate::policy::{Grant, LimitValue, Op};
 
 /// Raw bytes per chunk of a gzip-encoded download.
 const GZIP_CHUNK: usize = 256 * 1024;
@@ -56,7 +56,7 @@ pub async fn download(
     let (guard, max_bytes) = (grant.guard(), grant.limit(Limit::MaxBytes).map(LimitValue::as_u64));
     let opened = blocking(move || {
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
-        match crate::fs::list::stat_of(&guard, &target)? {
+        match abx_domain::fs::list::stat_of(&guard, &target)? {
             None => return Err(EnvdError::NotFound(format!("path '{}' does not exist", target.path.display()))),
             Some(st) if st.is_dir() => {
                 return Err(EnvdError::Invalid(format!("path '{}' is a directory", target.path.display())))
@@ -169,7 +169,7 @@ pub async fn upload(
     let body: Box<dyn Stream<Item = std::io::Result<Bytes>> + Send + Unpin> = match encoding {
         None | Some("") | Some("identity") => Box::new(data.map(|r| r.map_err(std::io::Error::other))),
         Some(e) if e.eq_ignore_ascii_case("gzip") => {
-            Box::new(crate::fs::inflate::gunzip(data, state.app.files.inflate_limits()))
+            Box::new(abx_domain::fs::inflate::gunzip(data, state.app.files.inflate_limits()))
         }
         Some(other) => {
             return http_error(
@@ -188,7 +188,7 @@ pub async fn upload(
         .trim()
         .to_ascii_lowercase();
     let named = headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
-    let metadata = match crate::envd::metadata::from_headers(named) {
+    let metadata = match abx_domain::envd::metadata::from_headers(named) {
         Ok(metadata) => metadata,
         Err(e) => return plain_error(e),
     };
@@ -237,8 +237,8 @@ impl Upload<'_> {
     fn policy(&self) -> WritePolicy {
         let max_bytes = self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64);
         let mut policy = crate::http::files_transfer::write_policy(self.grant, max_bytes);
-        policy.owner = crate::envd::filesystem::owner_of(self.account);
-        policy.xattrs = crate::envd::metadata::attributes(self.metadata);
+        policy.owner = abx_domain::envd::filesystem::owner_of(self.account);
+        policy.xattrs = abx_domain::envd::metadata::attributes(self.metadata);
         policy
     }
 
@@ -270,11 +270,11 @@ impl Upload<'_> {
             Default::default()
         } else {
             let target = target.clone();
-            blocking(move || Ok(crate::envd::metadata::read_target(&target))).await?
+            blocking(move || Ok(abx_domain::envd::metadata::read_target(&target))).await?
         };
         Ok(WrittenFile {
             path: target.path.display().to_string(),
-            name: crate::fs::file_name(&target.path),
+            name: abx_domain::fs::file_name(&target.path),
             kind: "file".into(),
             metadata: Some(kept).filter(|m| !m.is_empty()),
         })

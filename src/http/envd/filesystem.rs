@@ -1,10 +1,15 @@
 //! `filesystem.Filesystem`: each method, admitted by the pipeline under the
 //! rule of its row (governed by its native endpoint), served by
-//! [`crate::envd`] on the blocking pool as the grant's user.
+//! [`abx_domain::envd`] on the blocking pool as the grant's user.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use abx_domain::envd::dir_watches::{DirCursor, DirResumeError, Resumed, Target};
+use abx_domain::envd::filesystem as ops;
+use abx_domain::envd::watchers::{self, Item, WatchOptions};
+use abx_domain::fs::safe;
+use abx_domain::policy::{owner, Grant, Op, PathGuard, Viewer};
 use abx_wire::api::envd::filesystem::{
     CreateWatcherResponse, Empty, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
     WatchDirResponse, WatchRequest, WatcherEventsResponse, WatcherRequest,
@@ -17,11 +22,6 @@ use futures_util::StreamExt;
 use super::connect::{self, CallOptions, ConnectError};
 use super::pace::{self, Paced};
 use super::{Call, EnvdState};
-use crate::envd::dir_watches::{DirCursor, DirResumeError, Resumed, Target};
-use crate::envd::filesystem as ops;
-use crate::envd::watchers::{self, Item, WatchOptions};
-use crate::fs::safe;
-use crate::policy::{owner, Grant, Op, PathGuard, Viewer};
 
 /// The caller's path as the guard takes it, and the guard of the grant's rule.
 fn prepared(state: &EnvdState, grant: &Grant, raw: &str) -> Result<(PathGuard, String), ConnectError> {
@@ -130,7 +130,7 @@ async fn attach_watch(
 /// `WatchDir`: `start`, then events, a keepalive after each quiet interval,
 /// until the client leaves, the deadline passes, or the directory goes away.
 /// With [`RESUME_HEADER`] (ours), the events of that watch after the
-/// cursor instead ([`crate::envd::dir_watches`]).
+/// cursor instead ([`abx_domain::envd::dir_watches`]).
 pub async fn watch_dir(call: Call) -> Response {
     let started = tokio::time::Instant::now();
     let cursor = call.headers.get(RESUME_HEADER).map(|v| {

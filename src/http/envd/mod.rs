@@ -4,10 +4,10 @@
 //!
 //! - [`connect`]: the Connect protocol (unary, server and client streams) with the JSON codec;
 //!   `pace`: keepalives and deadlines of server streams.
-//! - `filesystem`: `filesystem.Filesystem` on [`crate::envd`] and [`crate::fs`].
+//! - `filesystem`: `filesystem.Filesystem` on [`abx_domain::envd`] and [`abx_domain::fs`].
 //! - `files`: `GET`/`POST /files`, streamed, with ranges, gzip and signed URLs.
 //! - `plain`: `/health`, `/metrics`, `/envs`, `/init`.
-//! - `process`: `process.Process` on [`crate::envd::processes`].
+//! - `process`: `process.Process` on [`abx_domain::envd::processes`].
 //!
 //! Every route is a row of the endpoint table (`envd_*`), served behind the
 //! same pipeline as every port ([`crate::http::pipeline`]): it
@@ -27,6 +27,9 @@ mod process;
 use std::future::Future;
 use std::sync::Arc;
 
+use abx_domain::envd::{access, Envd, EnvdError};
+use abx_domain::fs::FsError;
+use abx_domain::policy::{Denial, Grant};
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -42,9 +45,6 @@ use self::connect::{CallOptions, Code, ConnectError, Messages, StreamItem};
 pub use super::pipeline::http_error;
 use super::pipeline::{guarded, KeepAliveLayer};
 use super::AppState;
-use crate::envd::{access, Envd, EnvdError};
-use crate::fs::FsError;
-use crate::policy::{Denial, Grant};
 
 /// State of the envd port.
 #[derive(Clone)]
@@ -191,7 +191,7 @@ impl EnvdState {
     /// The account's refusal, the work's own error, or `internal` when the task failed.
     pub async fn blocking_as<T, F>(&self, grant: &Grant, work: F) -> Result<T, EnvdError>
     where
-        F: FnOnce(Option<crate::accounts::Account>) -> Result<T, EnvdError> + Send + 'static,
+        F: FnOnce(Option<abx_domain::accounts::Account>) -> Result<T, EnvdError> + Send + 'static,
         T: Send + 'static,
     {
         let (state, user, own) = (self.clone(), grant.user().map(str::to_string), grant.identity().user.clone());
@@ -208,9 +208,9 @@ impl EnvdState {
     /// user while not root, or for another user than the identity's own.
     pub fn account(
         &self,
-        own: Option<&crate::accounts::Account>,
+        own: Option<&abx_domain::accounts::Account>,
         named: Option<String>,
-    ) -> Result<Option<crate::accounts::Account>, EnvdError> {
+    ) -> Result<Option<abx_domain::accounts::Account>, EnvdError> {
         if let Some(own) = own.filter(|u| u.is_other()) {
             if let Some(asked) = named.filter(|n| !n.is_empty() && !own.is(n)) {
                 return Err(EnvdError::PermissionDenied(format!(

@@ -4,6 +4,9 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use abx_domain::envd::EnvdError;
+use abx_domain::policy::Grant;
+use abx_domain::system::host;
 use abx_wire::api::envd::http::{InitRequest, Metrics};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -12,9 +15,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::{blocking, http_error, plain_error, EnvdState};
-use crate::envd::EnvdError;
-use crate::policy::Grant;
-use crate::system::host;
 
 /// `GET /metrics`: CPU, memory and the base directory's disk, as envd's `Metrics`.
 pub async fn metrics(State(state): State<EnvdState>) -> Response {
@@ -78,7 +78,7 @@ pub async fn init(State(state): State<EnvdState>, grant: Grant, body: Bytes) -> 
         }
     };
     if let Some(user) = request.default_user.clone().filter(|u| !u.is_empty()) {
-        let known = blocking(move || crate::envd::access::account(&user).map(|_| ())).await;
+        let known = blocking(move || abx_domain::envd::access::account(&user).map(|_| ())).await;
         if let Err(e) = known {
             return plain_error(EnvdError::Invalid(format!("invalid default user: {e}")));
         }
@@ -89,14 +89,14 @@ pub async fn init(State(state): State<EnvdState>, grant: Grant, body: Bytes) -> 
         let is_secret = move |name: &str| engine.is_secret_env(name);
         let json = serde_json::Value::Object(vars.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect());
         let rules = crate::http::system::var_rules(&grant);
-        let restricted = crate::policy::guards::commands_restricted(&state.app.engine);
-        if let Err(e) = crate::system::env::set(&state.app.env, &rules, &is_secret, restricted, &json) {
+        let restricted = abx_domain::policy::guards::commands_restricted(&state.app.engine);
+        if let Err(e) = abx_domain::system::env::set(&state.app.env, &rules, &is_secret, restricted, &json) {
             let status = match &e {
-                crate::system::env::EnvError::Denied(denial) => {
+                abx_domain::system::env::EnvError::Denied(denial) => {
                     StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN)
                 }
-                crate::system::env::EnvError::Protected(_) => StatusCode::FORBIDDEN,
-                crate::system::env::EnvError::NotAnObject => StatusCode::BAD_REQUEST,
+                abx_domain::system::env::EnvError::Protected(_) => StatusCode::FORBIDDEN,
+                abx_domain::system::env::EnvError::NotAnObject => StatusCode::BAD_REQUEST,
             };
             return http_error(status, e.to_string());
         }

@@ -4,11 +4,17 @@
 //! `process_output`; `List` by `process_list`; input by `process_stdin`;
 //! signals by `process_signal`; `Update` by `pty_resize`), the command
 //! checked by the same exec policy as `/process/start`, then served by
-//! [`crate::envd::processes`]. Processes and terminals count against the
+//! [`abx_domain::envd::processes`]. Processes and terminals count against the
 //! daemon's `max_processes` and `max_sessions` together with the API's.
 
 use std::sync::Arc;
 
+use abx_domain::envd::events::Delivery;
+use abx_domain::envd::processes::{Held, Process, StartOptions};
+use abx_domain::envd::EnvdError;
+use abx_domain::policy::{owner, Identity, LimitValue, Viewer};
+use abx_domain::process::exec::{prepare, CommandLine, ExecInput, ExecKind};
+use abx_domain::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 use abx_wire::api::envd::filesystem::Empty;
 use abx_wire::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
@@ -21,12 +27,6 @@ use futures_util::StreamExt;
 use super::connect::{self, CallOptions, Code, ConnectError, Messages};
 use super::pace::{self, Paced};
 use super::Call;
-use crate::envd::events::Delivery;
-use crate::envd::processes::{Held, Process, StartOptions};
-use crate::envd::EnvdError;
-use crate::policy::{owner, Identity, LimitValue, Viewer};
-use crate::process::exec::{prepare, CommandLine, ExecInput, ExecKind};
-use crate::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
 
 /// Longest `SendSignal(SIGKILL)` waits for the process to be gone before answering.
 const KILL_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -73,7 +73,7 @@ pub async fn start(call: Call) -> Response {
                 // As envd: the account's home, login variables and PATH, unless the request says otherwise.
                 let mut account = match account {
                     Some(account) => account,
-                    None => crate::envd::access::own()?,
+                    None => abx_domain::envd::access::own()?,
                 };
                 if !account.is_other() {
                     // The server's own user: its environment says where home and the shell are.
@@ -88,7 +88,7 @@ pub async fn start(call: Call) -> Response {
                     ..ExecInput::new(CommandLine::Argv(argv))
                 };
                 let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
-                crate::envd::access::login_env(&account, &mut spec.env, &envs);
+                abx_domain::envd::access::login_env(&account, &mut spec.env, &envs);
                 Ok(spec)
             })
             .await?;
@@ -204,7 +204,7 @@ pub async fn send_signal(call: Call) -> Response {
             Signal::Term => nix::sys::signal::Signal::SIGTERM,
             Signal::Kill => nix::sys::signal::Signal::SIGKILL,
         };
-        crate::policy::guards::process::check_signal(&grant, signal as i64)?;
+        abx_domain::policy::guards::process::check_signal(&grant, signal as i64)?;
         let process = state.envd.processes.find(&req.process, &viewer(grant.identity()))?;
         process.signal(signal)?;
         if signal == nix::sys::signal::Signal::SIGKILL {

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::fs::b64::PIECE;
+use abx_domain::fs::b64::PIECE;
 
 /// The key whose string value is streamed, as it appears in the body.
 const CONTENT_KEY: &[u8] = b"\"content_base64\"";

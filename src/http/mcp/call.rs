@@ -2,6 +2,7 @@
 //! arguments read against its schema, and its results (a handler's JSON
 //! answer, or the HTTP API's error body as a tool error).
 
+use abx_domain::policy::Grant;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer};
@@ -11,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::error::ApiError;
 use crate::http::AppState;
-use crate::policy::Grant;
 
 /// What a tool body gets: the server's state, the admitted call, and the
 /// protocol's request context (cancellation, progress).

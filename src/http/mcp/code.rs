@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use abx_domain::code::CodeInterpreter;
 use abx_wire::api::code::{ExecuteRequest, ExecutionResult, OutputLine};
 use axum::http::StatusCode;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -15,7 +16,6 @@ use serde_json::{Map, Value};
 
 use super::call::{arguments, Ctx, Outcome};
 use super::call::{json_result, Empty};
-use crate::code::CodeInterpreter;
 use crate::http::code_wire::{commands_unrestricted, context_cwd, TextError};
 use crate::http::error::ApiError;
 

@@ -21,6 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use abx_domain::policy::Identity;
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -34,7 +35,6 @@ use super::tools::{self, Tool};
 use super::{server, SESSION_HEADER};
 use crate::http::error::ApiError;
 use crate::http::AppState;
-use crate::policy::Identity;
 
 /// How often a session used only by direct calls tells its worker it is in
 /// use: the SDK closes a session whose worker hears nothing for

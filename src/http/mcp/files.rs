@@ -3,6 +3,9 @@
 //! into `fs` for what HTTP has no endpoint of its own for (lines of a text
 //! file, an exact-string edit).
 
+use abx_domain::fs::text::{self, Text};
+use abx_domain::fs::{self, read, safe, FsError};
+use abx_domain::policy::{Grant, Op};
 use abx_wire::endpoints::Limit;
 use axum::extract::State;
 use base64::Engine as _;
@@ -13,14 +16,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::call::{arguments, json_result, Ctx, Outcome};
-use crate::fs::text::{self, Text};
-use crate::fs::{self, read, safe, FsError};
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
 use crate::http::files::{at, limit_or, resolve_write};
 use crate::http::files_transfer::write_policy;
 use crate::http::{files as handlers, AppState};
-use crate::policy::{Grant, Op};
 
 /// Text returned by one `read`.
 pub const READ_BUDGET: usize = 256 * 1024;
@@ -145,7 +145,7 @@ pub enum Loaded {
 /// The HTTP API's error for the same read.
 pub async fn load(grant: &Grant, raw: String, first: u64, limit: Option<u64>) -> Result<Loaded, ApiError> {
     let guard = grant.guard();
-    let max_bytes = grant.limit(Limit::MaxBytes).map(crate::policy::LimitValue::as_u64);
+    let max_bytes = grant.limit(Limit::MaxBytes).map(abx_domain::policy::LimitValue::as_u64);
     fs::blocking(move || {
         let target = safe::resolve(&guard, &raw, Op::Read, "")?;
         let opened = read::open(&guard, &target, &raw, max_bytes)?;
@@ -238,7 +238,7 @@ async fn put(
     bytes: Bytes,
     overwrite: bool,
 ) -> Result<CallToolResult, ApiError> {
-    let mut policy = write_policy(grant, grant.limit(Limit::MaxBytes).map(crate::policy::LimitValue::as_u64));
+    let mut policy = write_policy(grant, grant.limit(Limit::MaxBytes).map(abx_domain::policy::LimitValue::as_u64));
     policy.overwrite &= overwrite;
     let guard = grant.guard();
     let target = resolve_write(grant, raw).await?;

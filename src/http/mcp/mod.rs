@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use abx_domain::policy::Grant;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -46,7 +47,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::error::ApiError;
 use super::extract::{read_body, BodyLimit};
 use super::AppState;
-use crate::policy::Grant;
 
 /// Legacy sessions one identity may hold open unless configured
 /// (`mcp_max_sessions`); its `initialize` beyond them is refused (429).

@@ -3,6 +3,9 @@
 //! progress notifications when the client asks (a progress token), and a
 //! cancelled call has its command's process group killed.
 
+use abx_domain::policy::LimitValue;
+use abx_domain::process::registry::SlotKind;
+use abx_domain::process::{run as runner, ExecKind};
 use abx_wire::api::process::OutputQuery;
 use abx_wire::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
 use abx_wire::endpoints::Limit;
@@ -15,10 +18,7 @@ use serde_json::{Map, Value};
 use super::call::{arguments, json_result, Ctx, Empty, Outcome};
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
-use crate::http::process::{self as handlers, prepared};
-use crate::policy::LimitValue;
-use crate::process::registry::SlotKind;
-use crate::process::{run as runner, ExecKind};
+use crate::http::process::{self as handlers, prepared, IntoApiError as _};
 
 /// Output kept per stream by `run` unless the call asks otherwise.
 pub const RUN_OUTPUT: usize = 32 * 1024;
@@ -81,8 +81,8 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
                 return Ok(result);
             }
             ShellEvent::Error { error } if error == "timeout" => {
-                let seconds = crate::process::format_g(timeout.unwrap_or_default());
-                return Err(crate::process::ProcessError::Timeout(seconds).into_api(id));
+                let seconds = abx_domain::process::format_g(timeout.unwrap_or_default());
+                return Err(abx_domain::process::ProcessError::Timeout(seconds).into_api(id));
             }
             ShellEvent::Error { error } => return Err(ApiError::bad_request(error)),
         };

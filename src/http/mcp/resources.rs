@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use abx_domain::policy::Identity;
 use base64::Engine as _;
 use rmcp::model::{Cursor, ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use rmcp::ErrorData;
@@ -15,7 +16,6 @@ use crate::http::extract::Query;
 use crate::http::files as handlers;
 use crate::http::pipeline::admit_call;
 use crate::http::AppState;
-use crate::policy::Identity;
 
 /// Resources one `resources/list` gives (then a cursor for the next page).
 pub const PAGE: usize = 100;

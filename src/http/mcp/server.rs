@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use abx_domain::policy::{Grant, Identity};
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListResourceTemplatesResult, ListResourcesResult,
@@ -22,7 +23,6 @@ use super::tools::{self, Tool};
 use crate::http::error::ApiError;
 use crate::http::pipeline::{admit_call, Call};
 use crate::http::AppState;
-use crate::policy::{Grant, Identity};
 
 /// The handler the SDK runs for each session (or each stateless request).
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +161,6 @@ fn admit(app: &AppState, identity: &Arc<Identity>, tool: &'static Tool) -> Resul
     admit_call(app, first, identity, ("MCP", tool.name)).map_err(|d| denied(d, first.id))
 }
 
-fn denied(denial: crate::policy::Denial, endpoint: &str) -> ApiError {
+fn denied(denial: abx_domain::policy::Denial, endpoint: &str) -> ApiError {
     ApiError::from(denial).with_endpoint(endpoint)
 }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use abx_domain::policy::Permit;
 use abx_wire::endpoints::Endpoint;
 use axum::body::Body;
 use axum::extract::Request;
@@ -30,7 +31,6 @@ use std::convert::Infallible;
 use tower::{Layer, Service};
 
 use crate::metrics::{ByteMeter, Metrics};
-use crate::policy::Permit;
 
 /// A leftover body up to this size is read before answering (the connection stays open).
 const INLINE_DRAIN: u64 = 64 * 1024;

@@ -2,7 +2,7 @@
 //! `X-Access-Token` (a configured token or envd's access token), the PTY
 //! WebSocket's `?token=`, and envd's signed `/files` URLs; and the user an
 //! envd request asks to act as. The policy engine then says who the caller
-//! is; failed attempts count against the peer address ([`crate::policy::throttle`]).
+//! is; failed attempts count against the peer address ([`abx_domain::policy::throttle`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use abx_wire::endpoints::{Endpoint, Port, SignedOp};
 use axum::http::{header, HeaderMap, Uri};
 
-use crate::policy::{Credentials, Denial, Identity, PolicyEngine, SignedRequest};
+use abx_domain::policy::{Credentials, Denial, Identity, PolicyEngine, SignedRequest};
 
 /// Who the caller is, and the user it acts as (envd only).
 pub(super) struct Caller {
@@ -135,14 +135,14 @@ pub(crate) fn basic_user(headers: &HeaderMap) -> Option<String> {
         .get_all(header::AUTHORIZATION)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(crate::envd::access::basic_user)
+        .find_map(abx_domain::envd::access::basic_user)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::signed::signature;
-    use crate::policy::PolicyInputs;
+    use abx_domain::policy::signed::signature;
+    use abx_domain::policy::PolicyInputs;
     use abx_wire::endpoints::find;
     use axum::http::HeaderValue;
 

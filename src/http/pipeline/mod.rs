@@ -19,6 +19,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use abx_domain::policy::rules::AuditMode;
+use abx_domain::policy::{Denial, Grant, Identity, Permit, PolicyEngine};
 use abx_wire::endpoints::{Endpoint, Limit, Port};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, Method};
@@ -34,8 +36,6 @@ pub use self::render::http_error;
 use super::error::ErrorCode;
 use super::extract::BodyLimit;
 use super::AppState;
-use crate::policy::rules::AuditMode;
-use crate::policy::{Denial, Grant, Identity, Permit, PolicyEngine};
 
 /// Default `max_request_bytes`: 10 MiB, as the reference.
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;

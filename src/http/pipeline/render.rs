@@ -4,6 +4,7 @@
 //! streaming call), envd's `{"code", "message"}` on its plain routes, and a
 //! JSON body with `detail` on the code port.
 
+use abx_domain::policy::Denial;
 use abx_wire::api::envd::http::HttpError;
 use abx_wire::endpoints::{Endpoint, Port};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -12,7 +13,6 @@ use axum::Json;
 
 use crate::http::envd::connect::{self, Code, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
-use crate::policy::Denial;
 
 /// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
 pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {

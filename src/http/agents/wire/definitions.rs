@@ -2,14 +2,14 @@
 //! bodies read into a [`Definition`] with the reference's validation, and
 //! the `agent` object (MCP header values masked).
 
+use abx_domain::agents::records::Stored;
+use abx_domain::agents::resources::{Definition, DefinitionTool};
+use abx_domain::agents::AgentError;
 use serde_json::{json, Map, Value};
 
 use super::requests::{agent_fields, metadata_strict};
 use super::tools::McpTool;
 use super::Label;
-use crate::agents::records::Stored;
-use crate::agents::resources::{Definition, DefinitionTool};
-use crate::agents::AgentError;
 
 /// Keys a definition body may hold (`command`: ours, for the `command` runtime).
 const DEFINITION_KEYS: &[&str] = &[

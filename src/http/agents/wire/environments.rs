@@ -6,17 +6,17 @@
 
 use std::collections::BTreeMap;
 
+use abx_domain::agents::environments::{FileRequest, FileSource, NewEnvironment};
+use abx_domain::agents::records::Stored;
+use abx_domain::agents::resources::{Blob, Environment, PlannedFile, Template};
+use abx_domain::agents::vaults::MAX_SESSION_VAULTS;
+use abx_domain::agents::workspace_files::{check_workspace_spelling, normalize_relative, refused_location};
+use abx_domain::agents::AgentError;
+use abx_domain::policy::guards::env::{agent_env_denied, is_valid_name};
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use super::Label;
-use crate::agents::environments::{FileRequest, FileSource, NewEnvironment};
-use crate::agents::records::Stored;
-use crate::agents::resources::{Blob, Environment, PlannedFile, Template};
-use crate::agents::vaults::MAX_SESSION_VAULTS;
-use crate::agents::workspace_files::{check_workspace_spelling, normalize_relative, refused_location};
-use crate::agents::AgentError;
-use crate::policy::guards::env::{agent_env_denied, is_valid_name};
 
 /// Fields that need a hosted environment.
 const HOSTED_ONLY: [&str; 8] = [
@@ -212,7 +212,7 @@ pub fn parse_environment(body: &Map<String, Value>, limit: u64) -> Result<NewEnv
     known_keys(env, &allowed, "environment.")?;
     let template_id = match env.get("environment_template_id") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_str().map_or_else(|| crate::pyrepr::str_of(v), str::to_string)),
+        Some(v) => Some(v.as_str().map_or_else(|| abx_domain::pyrepr::str_of(v), str::to_string)),
     };
     let workspace_directory = match env.get("workspace_directory").filter(|v| abx_wire::api::process::is_truthy(v)) {
         None => "/workspace".to_string(),

@@ -4,13 +4,13 @@
 //! `Last-Event-ID`); `event_id` is `evt_<seq, 10 digits>` with `_<n>` for
 //! the second and later events of one runtime event.
 
+use abx_domain::agents::log::{DeltaKind, Event, EventKind};
+use abx_domain::agents::session::SessionView;
+use abx_domain::agents::turn::{ItemBody, TurnStatus};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::objects::{item_object, SessionObject, TurnObject, UsageObject};
-use crate::agents::log::{DeltaKind, Event, EventKind};
-use crate::agents::session::SessionView;
-use crate::agents::turn::{ItemBody, TurnStatus};
 
 /// One wire event: its type and its JSON text.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,15 +2,15 @@
 //! items, token usage, `agent.session.artifact` and `agent.runtime`,
 //! built from the runtime's domain values.
 
+use abx_domain::agents::artifacts::ArtifactRecord;
+use abx_domain::agents::error::wire_code;
+use abx_domain::agents::runtimes::RuntimeInfo;
+use abx_domain::agents::session::SessionView;
+use abx_domain::agents::turn::{Item, ItemBody, ItemStatus, Phase, TurnSummary, Usage};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::Label;
-use crate::agents::artifacts::ArtifactRecord;
-use crate::agents::error::wire_code;
-use crate::agents::runtimes::RuntimeInfo;
-use crate::agents::session::SessionView;
-use crate::agents::turn::{Item, ItemBody, ItemStatus, Phase, TurnSummary, Usage};
 
 /// The environment id of a session bound to no environment record.
 pub const LOCAL_ENVIRONMENT_ID: &str = "env_agent_sandbox";

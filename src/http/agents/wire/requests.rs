@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use abx_domain::agents::error::AgentError;
+use abx_domain::agents::spec::{CommandParser, CommandSpec};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::tools::{parse_tools, McpTool};
-use crate::agents::error::AgentError;
-use crate::agents::spec::{CommandParser, CommandSpec};
 
 const META_MAX: usize = 16;
 const META_KEY_MAX: usize = 64;
@@ -71,7 +71,7 @@ pub fn text_of(value: &Value) -> String {
                     return match text {
                         Value::String(s) => s.clone(),
                         Value::Null | Value::Bool(false) => String::new(),
-                        other => crate::pyrepr::str_of(other),
+                        other => abx_domain::pyrepr::str_of(other),
                     };
                 }
             }
@@ -96,7 +96,7 @@ pub fn metadata_scalars(raw: Option<&Value>) -> Result<Map<String, Value>, Agent
                 Value::Object(_) | Value::Array(_) | Value::Null => {
                     Err(config_error(format!("metadata.{k}: expected a scalar")))
                 }
-                other => Ok((k.clone(), json!(crate::pyrepr::str_of(other)))),
+                other => Ok((k.clone(), json!(abx_domain::pyrepr::str_of(other)))),
             })
             .collect(),
         Some(_) => Err(config_error("metadata: expected a mapping of strings")),
@@ -363,7 +363,7 @@ pub fn event_input(body: &Map<String, Value>) -> Result<(String, bool), AgentErr
                 ));
             }
             _ => {
-                let kind = event.get("type").map_or_else(|| "None".into(), crate::pyrepr::repr);
+                let kind = event.get("type").map_or_else(|| "None".into(), abx_domain::pyrepr::repr);
                 return Err(invalid(format!("unsupported event type {kind}"), "events"));
             }
         }

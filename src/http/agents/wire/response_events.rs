@@ -15,11 +15,11 @@
 
 use std::collections::HashMap;
 
+use abx_domain::agents::log::{DeltaKind, Event, EventKind};
+use abx_domain::agents::turn::{Item, ItemBody};
 use serde_json::{json, Map, Value};
 
 use super::responses::output_item;
-use crate::agents::log::{DeltaKind, Event, EventKind};
-use crate::agents::turn::{Item, ItemBody};
 
 /// One event of the stream: its number and its JSON.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +168,7 @@ impl ResponseStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::turn::{ItemStatus, TurnStatus, TurnSummary};
+    use abx_domain::agents::turn::{ItemStatus, TurnStatus, TurnSummary};
 
     fn event(seq: u64, turn: &str, kind: EventKind) -> Event {
         Event { seq, ts: 0.0, turn_id: Some(turn.into()), kind }

@@ -5,15 +5,15 @@
 
 use std::collections::BTreeMap;
 
+use abx_domain::agents::error::AgentError;
+use abx_domain::agents::parsed::ToolKind;
+use abx_domain::agents::responses::ResponseRecord;
+use abx_domain::agents::turn::{Item, ItemBody, ItemStatus, TurnRecord, TurnStatus, Usage};
 use serde_json::{json, Map, Value};
 
 use super::requests::metadata_strict;
 use super::tools::{url_check, McpTool};
 use super::Label;
-use crate::agents::error::AgentError;
-use crate::agents::parsed::ToolKind;
-use crate::agents::responses::ResponseRecord;
-use crate::agents::turn::{Item, ItemBody, ItemStatus, TurnRecord, TurnStatus, Usage};
 
 /// Accepted and ignored: a CLI turn has no sampling controls.
 const SAMPLING_IGNORED: &[&str] = &[
@@ -231,7 +231,7 @@ fn normalize_input(raw: &Value) -> Result<(String, Option<String>, Vec<Value>), 
         let joined = texts.join("\n");
         if role == "user" { &mut prompt } else { &mut system }.push(joined);
         let content: Vec<Value> = texts.iter().map(|t| json!({"type": "input_text", "text": t})).collect();
-        let id = format!("msg_{}", crate::ids::random_hex(12));
+        let id = format!("msg_{}", abx_domain::ids::random_hex(12));
         stored.push(json!({"id": id, "type": "message", "role": role, "content": content}));
     }
     let join = |parts: Vec<String>| parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n");
@@ -350,7 +350,7 @@ pub fn output_item(item: &Item) -> Value {
         ItemBody::McpCall { kind: ToolKind::Mcp, server_label, name, arguments, output, error } => json!({
             "id": format!("mcp_{suffix}"), "type": "mcp_call", "status": item_status(item.status),
             "server_label": server_label, "name": if name.is_empty() { "tool" } else { name },
-            "arguments": crate::pyrepr::json_dumps(arguments), "output": output, "error": error,
+            "arguments": abx_domain::pyrepr::json_dumps(arguments), "output": output, "error": error,
             "x_agent_sandbox": label(),
         }),
         ItemBody::McpCall { name, arguments, output, error, .. } => json!({

@@ -1,10 +1,10 @@
 //! `agent.session.subagent` and a subagent's turns and items, built from
 //! the records and stream entries the runtime kept (`agents::subagents`).
 
+use abx_domain::agents::subagents::{SubagentRecord, SubagentTurn, TurnSource};
 use serde_json::{json, Value};
 
 use super::Label;
-use crate::agents::subagents::{SubagentRecord, SubagentTurn, TurnSource};
 
 fn label(source: Option<TurnSource>) -> Label {
     match source {

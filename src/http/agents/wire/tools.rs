@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::agents::error::AgentError;
-use crate::agents::spec::McpServer;
+use abx_domain::agents::error::AgentError;
+use abx_domain::agents::spec::McpServer;
 
 const MAX_TOOLS: usize = 32;
 

@@ -2,11 +2,11 @@
 //! `ABX_AGENTS_TRACES=1`. A span holds the turn's start and end times and
 //! its status and item count, never text, commands or arguments.
 
+use abx_domain::agents::turn::{TurnRecord, TurnStatus};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::Label;
-use crate::agents::turn::{TurnRecord, TurnStatus};
 
 fn attr_str(key: &str, value: &str) -> Value {
     json!({"key": key, "value": {"stringValue": value}})

@@ -4,13 +4,13 @@
 //! create and update read into domain values, refused with the reference's
 //! 400s.
 
+use abx_domain::agents::error::AgentError;
+use abx_domain::agents::vaults::{Credential, CredentialChange, NewCredential, Vault, VaultChange};
+use abx_domain::policy::guards::urls::is_public;
 use serde_json::{json, Map, Value};
 
 use super::requests::metadata_strict;
 use super::Label;
-use crate::agents::error::AgentError;
-use crate::agents::vaults::{Credential, CredentialChange, NewCredential, Vault, VaultChange};
-use crate::policy::guards::urls::is_public;
 
 /// A name's most UTF-8 bytes after trimming.
 const NAME_MAX_BYTES: usize = 256;

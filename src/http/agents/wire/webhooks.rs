@@ -2,14 +2,14 @@
 //! their request bodies read into domain values with the reference's
 //! refusals (400 `invalid_request` naming the field).
 
+use abx_domain::agents::webhooks::registry::{EndpointFields, WebhookEndpoint};
+use abx_domain::agents::webhooks::EVENT_TYPES;
+use abx_domain::agents::AgentError;
+use abx_domain::pyrepr::repr_str;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::Label;
-use crate::agents::webhooks::registry::{EndpointFields, WebhookEndpoint};
-use crate::agents::webhooks::EVENT_TYPES;
-use crate::agents::AgentError;
-use crate::pyrepr::repr_str;
 
 /// The fields a create or update may send.
 const ENDPOINT_KEYS: &[&str] = &["url", "event_types", "name"];

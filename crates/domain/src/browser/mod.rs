@@ -13,7 +13,8 @@
 //! - [`launch`]: the program, its flags and profile, its process group.
 //! - [`cdp`]: the WebSocket connection; [`protocol`]: the typed commands and events.
 //! - [`instance`]: one live browser, its event loop and request interception.
-//! - [`proxy`]: the network path every connection of the browser goes through.
+//! - [`egress`]: the network path every connection of the browser goes
+//!   through (an HTTP proxy the edge provides).
 //! - [`verdict`]: the URL policy's verdicts, names resolved, refusals recorded;
 //!   [`shared`]: what the event loop, the operations and the proxy share.
 //! - [`page`]: what each endpoint does to the page; [`console`]: the bounded console log.
@@ -22,11 +23,11 @@
 
 pub mod cdp;
 pub mod console;
+pub mod egress;
 pub mod instance;
 pub mod launch;
 pub mod page;
 pub mod protocol;
-pub mod proxy;
 pub mod shared;
 pub mod verdict;
 
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use self::cdp::CdpError;
 use self::console::Console;
+use self::egress::Egress;
 use self::instance::Instance;
 use self::shared::Blocked;
 use crate::environment::ChildEnv;
@@ -132,6 +134,7 @@ pub struct Browser {
     settings: BrowserSettings,
     env: Arc<ChildEnv>,
     policy: Arc<UrlPolicy>,
+    egress: Arc<dyn Egress>,
     console: Arc<Console>,
     slot: tokio::sync::Mutex<Slot>,
     this: Weak<Browser>,
@@ -145,11 +148,12 @@ impl std::fmt::Debug for Browser {
 
 impl Browser {
     /// A browser service that starts nothing until its first call.
-    pub fn new(settings: BrowserSettings, env: Arc<ChildEnv>, policy: UrlPolicy) -> Arc<Self> {
+    pub fn new(settings: BrowserSettings, env: Arc<ChildEnv>, policy: UrlPolicy, egress: Arc<dyn Egress>) -> Arc<Self> {
         Arc::new_cyclic(|this| Browser {
             settings,
             env,
             policy: Arc::new(policy),
+            egress,
             console: Arc::default(),
             slot: tokio::sync::Mutex::default(),
             this: this.clone(),
@@ -216,8 +220,10 @@ impl Browser {
     async fn start(&self, slot: &mut Slot) -> Result<Arc<Instance>, BrowserError> {
         let path_var = self.env.get("PATH");
         let program: PathBuf = launch::find_program(self.settings.program.as_deref(), path_var.as_deref())?;
-        let instance =
-            Arc::new(Instance::start(&program, &self.env, Arc::clone(&self.policy), Arc::clone(&self.console)).await?);
+        let instance = Arc::new(
+            Instance::start(&program, &self.env, Arc::clone(&self.policy), &*self.egress, Arc::clone(&self.console))
+                .await?,
+        );
         slot.instance = Some(Arc::clone(&instance));
         slot.generation += 1;
         if let Some(idle) = self.settings.idle_timeout {

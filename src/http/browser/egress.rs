@@ -1,7 +1,8 @@
 //! The browser's network path: a forward proxy of the daemon's own, on
 //! loopback, through which Chromium makes every connection.
 //!
-//! Request interception ([`super::instance`]) decides the requests CDP
+//! It is the domain's [`Egress`] (`abx_domain::browser::egress`), made by
+//! [`ProxyEgress`]. Request interception (`abx_domain::browser::instance`) decides the requests CDP
 //! shows it, but not all of them: WebSockets, `sendBeacon`, `keepalive`
 //! fetches, prefetches and pings from the first `about:blank` page, and the
 //! bare TCP connections of preconnect never pause. Chromium is started with
@@ -40,9 +41,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::shared::{Blocked, Shared};
-use super::verdict::{refused, resolve};
-use crate::policy::guards::{Host, UrlPolicy, UrlRefusal};
+use abx_domain::browser::egress::{Egress, EgressPath, OpenPath};
+use abx_domain::browser::shared::{Blocked, Shared};
+use abx_domain::browser::verdict::{refused, resolve};
+use abx_domain::policy::guards::{Host, UrlPolicy, UrlRefusal};
 
 /// Connections the proxy serves at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 512;
@@ -84,10 +86,21 @@ impl Proxy {
         tokio::spawn(accept(listener, context));
         Ok(Proxy { addr, stop })
     }
+}
 
-    /// The address Chromium's `--proxy-server` names.
-    pub fn addr(&self) -> SocketAddr {
+impl EgressPath for Proxy {
+    fn addr(&self) -> SocketAddr {
         self.addr
+    }
+}
+
+/// The daemon's [`Egress`]: a [`Proxy`] for each browser.
+#[derive(Debug, Default)]
+pub struct ProxyEgress;
+
+impl Egress for ProxyEgress {
+    fn open(&self, policy: Arc<UrlPolicy>, shared: Arc<Shared>) -> OpenPath {
+        Box::pin(async move { Ok(Box::new(Proxy::start(policy, shared).await?) as Box<dyn EgressPath>) })
     }
 }
 

@@ -2,9 +2,15 @@
 //! [`BrowserError`] to the wire. Each reads its body as leniently as the
 //! reference, hands the shared page to `browser::page` and shapes the answer.
 
+pub mod egress;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use abx_domain::browser::page::{self, WaitUntil};
+use abx_domain::browser::BrowserError;
+use abx_domain::policy::Grant;
+use abx_domain::pyrepr;
 use abx_wire::api::browser::{
     BlockedRequest, BrowserContent, BrowserPage, ClickRequest, Clicked, ConsoleLog, ConsoleLogs, ContentQuery,
     EvaluateRequest, Evaluated, NavigateRequest, Pdf, PdfRequest, Screenshot, ScreenshotRequest, TypeRequest, Typed,
@@ -19,10 +25,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-use crate::browser::page::{self, WaitUntil};
-use crate::browser::BrowserError;
-use crate::policy::Grant;
-use crate::pyrepr;
 
 impl From<BrowserError> for ApiError {
     fn from(err: BrowserError) -> Self {

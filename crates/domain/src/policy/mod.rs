@@ -383,7 +383,7 @@ impl PolicyEngine {
 
 /// The position of `endpoint` in [`ENDPOINTS`], without searching for the
 /// table's own entries (the router hands those out).
-pub(crate) fn index_of(endpoint: &Endpoint) -> usize {
+pub fn index_of(endpoint: &Endpoint) -> usize {
     let size = std::mem::size_of::<Endpoint>();
     let offset = (endpoint as *const Endpoint as usize).wrapping_sub(ENDPOINTS.as_ptr() as usize);
     if size > 0 && offset % size == 0 && offset / size < ENDPOINTS.len() {

@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 
 use super::cdp::{Cdp, Event};
 use super::console::Console;
+use super::egress::{Egress, EgressPath};
 use super::launch::{self, Launched};
 use super::protocol as p;
-use super::proxy::Proxy;
 use super::shared::{Blocked, Shared};
 use super::verdict::{check, refused};
 use super::BrowserError;
@@ -45,7 +45,7 @@ pub struct Instance {
     /// What the event loop learned.
     pub shared: Arc<Shared>,
     /// The network path of its every connection; stops with the instance.
-    _proxy: Proxy,
+    _egress: Box<dyn EgressPath>,
 }
 
 impl Instance {
@@ -57,13 +57,15 @@ impl Instance {
         program: &std::path::Path,
         env: &ChildEnv,
         policy: Arc<UrlPolicy>,
+        egress: &dyn Egress,
         console: Arc<Console>,
     ) -> Result<Instance, BrowserError> {
         let shared = Arc::new(Shared::default());
-        let proxy = Proxy::start(Arc::clone(&policy), Arc::clone(&shared))
+        let egress = egress
+            .open(Arc::clone(&policy), Arc::clone(&shared))
             .await
             .map_err(|e| BrowserError::Start(format!("cannot open the browser's network path: {e}")))?;
-        let mut process = launch::launch(program, env, proxy.addr()).await?;
+        let mut process = launch::launch(program, env, egress.addr()).await?;
         match Self::open(&process, policy, console, Arc::clone(&shared)).await {
             Ok((cdp, session, target)) => Ok(Instance {
                 job: process.job.clone(),
@@ -73,7 +75,7 @@ impl Instance {
                 session,
                 target,
                 shared,
-                _proxy: proxy,
+                _egress: egress,
             }),
             Err(e) => {
                 process.stop().await;

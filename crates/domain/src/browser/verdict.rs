@@ -14,7 +14,7 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes a refused request to the audit log (unless the rule's audit is
 /// `off`) and to the info log, and remembers it for `navigate`'s answer.
-pub(super) fn refused(shared: &Shared, policy: &UrlPolicy, method: &str, blocked: Blocked) {
+pub fn refused(shared: &Shared, policy: &UrlPolicy, method: &str, blocked: Blocked) {
     let (url, rule) = (blocked.url.as_str(), blocked.refusal.rule.as_str());
     if policy.audits() {
         let denial = &blocked.refusal.denial;
