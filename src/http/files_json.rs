@@ -281,7 +281,7 @@ mod tests {
         cuts.sort_unstable();
         let frames: Vec<Result<Bytes, Infallible>> =
             cuts.windows(2).map(|w| Ok(Bytes::copy_from_slice(&body[w[0]..w[1]]))).collect();
-        let result = receive(&setup.app, &setup.grant, 1 << 20, futures_util::stream::iter(frames), whole).await;
+        let result = receive(&setup.app, &setup.grant, 64 << 20, futures_util::stream::iter(frames), whole).await;
         let response = match result {
             Ok(json) => json.into_response(),
             Err(error) => error.into_response(),
