@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::config::Quotas;
+use super::settings::Quotas;
 use super::error::AgentError;
 use super::journal;
 use super::records::{Quota, Registry, Stored};

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::adapters::Adapters;
 use super::artifacts::{self, ArtifactRecord};
-use super::config::AgentsConfig;
+use super::settings::AgentsConfig;
 use super::error::AgentError;
 use super::journal::{self, Journal};
 use super::log::EventLog;
@@ -403,7 +403,7 @@ mod tests {
     use crate::agents::spec::CommandSpec;
 
     async fn agents(max_sessions: usize, state: &std::path::Path) -> Arc<Agents> {
-        let quotas = crate::agents::config::Quotas { sessions: max_sessions, ..Default::default() };
+        let quotas = crate::agents::settings::Quotas { sessions: max_sessions, ..Default::default() };
         let config = AgentsConfig { state_dir: Some(state.to_path_buf()), quotas, ..AgentsConfig::default() };
         Agents::start(config, Arc::new(ChildEnv::from_vars([], &[])), CancellationToken::new()).await
     }

@@ -33,7 +33,7 @@ use self::delivery::{Deliverer, DeliveryError, Event};
 use self::registry::{EndpointFields, Registry, WebhookEndpoint};
 use self::tally::Deliveries;
 use self::tally::Tally;
-use super::config::AgentsConfig;
+use super::settings::AgentsConfig;
 use super::error::AgentError;
 
 /// The event types this server sends (the reference's; it never sends
