@@ -71,10 +71,10 @@ pub mod webhooks;
 pub mod worker;
 pub mod workspace_files;
 
-pub use self::settings::AgentsConfig;
 pub use self::error::{AgentError, Failure};
 pub use self::runtime::{Agents, NewSession};
 pub use self::session::{Session, SessionKind, SessionMeta, SessionView};
+pub use self::settings::AgentsConfig;
 pub use self::spec::AgentSpec;
 pub use self::subscription::Subscription;
 pub use self::worker::TurnInput;

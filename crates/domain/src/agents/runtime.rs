@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::adapters::Adapters;
 use super::artifacts::{self, ArtifactRecord};
-use super::settings::AgentsConfig;
 use super::error::AgentError;
 use super::journal::{self, Journal};
 use super::log::EventLog;
 use super::runtime_probes::RuntimeCache;
 use super::session::{Record, Session, SessionHeader, SessionKind, SessionMeta};
+use super::settings::AgentsConfig;
 use super::spec::AgentSpec;
 use super::subscription::Subscription;
 use crate::environment::ChildEnv;
