@@ -9,9 +9,9 @@
 //!
 //! - `options`: the options struct, the file parser.
 //! - `values`: ports that can be `off`, log formats, seconds.
-//! - `agents`: the agents group's settings from the options.
+//! - `agents_options`: the agents group's settings read from the `agents_*` options.
 
-mod agents;
+mod agents_options;
 mod options;
 mod values;
 
@@ -177,7 +177,7 @@ impl Config {
     fn from_options(o: Options, config_file: Option<PathBuf>) -> Result<Config, ConfigError> {
         let terminals = terminal_settings(&o)?;
         let home = std::env::var("HOME").ok();
-        let agents = agents::agents_config(&o, home.as_deref()).map_err(ConfigError::Invalid)?;
+        let agents = agents_options::agents_config(&o, home.as_deref()).map_err(ConfigError::Invalid)?;
         let connections = crate::http::limits::ConnectionLimits::resolve(
             o.header_read_timeout_seconds.map(|s| s.0),
             o.idle_timeout_seconds.map(|s| s.0),

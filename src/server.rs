@@ -78,7 +78,7 @@ impl Running {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         // Children are signalled while requests drain, so runs waiting on them end now.
-        let children = abx_domain::process::supervisor().terminate_all(abx_domain::process::run::KILL_GRACE);
+        let children = abx_domain::process::supervisor().terminate_all(abx_domain::process::shell::KILL_GRACE);
         tokio::join!(
             self.terminals.close_all(TERMINAL_SHUTDOWN_GRACE),
             self.interpreter.shutdown(CODE_SHUTDOWN_GRACE),

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use abx_domain::code::git::{self, GitError};
-use abx_domain::code::oneshot::{self, RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
+use abx_domain::code::oneshot::{
+    self, CodeRunError as RunError, RunSpec, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS,
+};
 use abx_domain::policy::{Denial, Grant, LimitValue, Op, ParamValue};
 use abx_domain::pyrepr;
 use abx_wire::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};

@@ -1,28 +1,27 @@
 //! Handlers of the process group: `/shell`, `/shell/stream`, `/process/*`.
 //!
-//! Each extracts, calls `process`, and maps the result; `/shell/stream`
+//! Each extracts, calls the process domain (starting through
+//! [`abx_domain::process::start::start_process`]), and maps the result; `/shell/stream`
 //! answers server-sent events with keep-alive comments and, on line
 //! events, ids a client resumes from with `Last-Event-ID`. A client that
 //! disconnects from `/shell/stream` and does not resume within the grace
 //! has its command's process group terminated (SIGTERM, then SIGKILL).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use abx_domain::policy::guards::{check_signal, ALLOWED_SIGNALS};
-use abx_domain::policy::{owner, Grant, LimitValue, Viewer};
+use abx_domain::policy::Grant;
 use abx_domain::process::exec::{CommandLine, ExecInput};
 use abx_domain::process::output::Stream;
-use abx_domain::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
+use abx_domain::process::start::{max_output, start_process, viewer, Background, RunToEnd, StreamLines};
 use abx_domain::process::stream_runs::{Cursor, Delivery};
-use abx_domain::process::{prepare, run, ExecKind, ExecSpec, ProcessError};
+use abx_domain::process::ProcessError;
 use abx_domain::pyrepr;
 use abx_wire::api::process::{
     ExecRequest, OutputQuery, ProcessInfo, ProcessList, ProcessOutput, ShellEvent, ShellResult, SignalRequest,
     SignalResult, Started, StdinRequest, StdinResult,
 };
-use abx_wire::endpoints::Limit;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -72,40 +71,10 @@ impl IntoApiError for ProcessError {
     }
 }
 
-/// The caller as the process table's owner checks see it.
-fn viewer(grant: &Grant) -> Viewer {
-    Viewer::new(grant.identity(), owner::PROCESS_ADMIN)
-}
-
-fn limit_usize(grant: &Grant, key: Limit) -> Option<usize> {
-    grant.limit(key).map(|v| usize::try_from(v.as_u64()).unwrap_or(usize::MAX))
-}
-
-/// Checks and builds the command. Its file-system checks are a few `stat`s
-/// of local paths, done inline as `tokio::process` resolves programs; a
-/// `user` lookup may ask a remote user database, so it runs on the blocking pool.
 /// The request body in the domain's terms.
-fn exec_input(request: ExecRequest) -> ExecInput {
+pub(crate) fn exec_input(request: ExecRequest) -> ExecInput {
     let command = if request.shell { CommandLine::Shell(request.command) } else { CommandLine::Split(request.command) };
     ExecInput { command, cwd: request.cwd, env: request.env, timeout: request.timeout, user: request.user }
-}
-
-pub(crate) async fn prepared(
-    app: &AppState,
-    grant: &Grant,
-    request: ExecRequest,
-    kind: ExecKind,
-) -> Result<ExecSpec, ApiError> {
-    let id = grant.endpoint().id;
-    let request = exec_input(request);
-    if request.user.is_none() {
-        return prepare(grant, &app.env, &request, kind).map_err(|e| e.into_api(id));
-    }
-    let (grant, env) = (grant.clone(), app.env.clone());
-    tokio::task::spawn_blocking(move || prepare(&grant, &env, &request, kind))
-        .await
-        .map_err(|e| ProcessError::Internal(format!("prepare task: {e}")).into_api(id))?
-        .map_err(|e| e.into_api(id))
 }
 
 /// `POST /shell`: run to completion.
@@ -114,12 +83,9 @@ pub async fn shell(
     grant: Grant,
     JsonBody(request): JsonBody<ExecRequest>,
 ) -> Result<Json<ShellResult>, ApiError> {
-    let id = grant.endpoint().id;
-    let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let _slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
-    let spec = prepared(&app, &grant, request, ExecKind::Shell).await?;
-    let result = run::run(spec, limit_usize(&grant, Limit::MaxOutputBytes)).await.map_err(|e| e.into_api(id))?;
-    Ok(Json(result))
+    let plane = RunToEnd { processes: &app.processes, max_output: max_output(&grant) };
+    let result = start_process(&grant, &app.env, exec_input(request), plane).await;
+    result.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
 }
 
 fn sse(event: &ShellEvent) -> Event {
@@ -159,26 +125,15 @@ pub async fn shell_stream(
     headers: HeaderMap,
     JsonBody(request): JsonBody<ExecRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = grant.endpoint().id;
     let attached = match resume_cursor(&headers)? {
         Some(cursor) => {
             let run = app.processes.streams().find(cursor, &viewer(&grant));
             run.and_then(|run| run.attach(Some(cursor))).map_err(|e| ApiError::bad_request(e.to_string()))?
         }
         None => {
-            let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-            let slot = app.processes.registry().reserve(SlotKind::Stream, limit).map_err(|e| e.into_api(id))?;
-            let spec = prepared(&app, &grant, request, ExecKind::Stream).await?;
-            let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
-            let streams = Arc::clone(app.processes.streams());
-            let run = streams.create(&viewer(&grant));
-            let attached = run.attach(None).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let retired = Arc::clone(&run);
-            run::stream_into(run, spec, max_output, app.shutdown.clone(), move || {
-                drop(slot);
-                streams.retire(retired);
-            });
-            attached
+            let plane = StreamLines { processes: &app.processes, shutdown: app.shutdown.clone() };
+            let started = start_process(&grant, &app.env, exec_input(request), plane).await;
+            started.map_err(|e| e.into_api(grant.endpoint().id))?
         }
     };
     let body = futures_util::stream::unfold(attached, |mut attached| async move {
@@ -193,18 +148,9 @@ pub async fn start(
     grant: Grant,
     JsonBody(request): JsonBody<ExecRequest>,
 ) -> Result<Json<Started>, ApiError> {
-    let id = grant.endpoint().id;
-    let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-    let slot = app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(|e| e.into_api(id))?;
-    let (capture, stdin) = (request.capture_output, request.stdin);
-    let spec = prepared(&app, &grant, request, ExecKind::Start).await?;
-    let max_output = limit_usize(&grant, Limit::MaxOutputBytes);
-    let started = app
-        .processes
-        .start(&viewer(&grant), spec, capture, stdin, max_output, slot)
-        .await
-        .map_err(|e| e.into_api(id))?;
-    Ok(Json(started))
+    let plane = Background { processes: &app.processes, capture: request.capture_output, stdin: request.stdin };
+    let started = start_process(&grant, &app.env, exec_input(request), plane).await;
+    started.map(Json).map_err(|e| e.into_api(grant.endpoint().id))
 }
 
 /// `GET /process/list`: the caller's processes (everyone's for an admin).

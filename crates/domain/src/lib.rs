@@ -35,6 +35,7 @@
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts.
 //! - [`ids`]: random hex identifiers.
+//! - [`blocking`]: the one hand-off of blocking work to tokio's blocking pool.
 //! - [`accounts`]: the user accounts programs act as (a policy identity's
 //!   own user, envd's users, `/process`'s `user`): one lookup, one login
 //!   environment, how a child drops to them.
@@ -44,6 +45,7 @@
 
 pub mod accounts;
 pub mod agents;
+pub mod blocking;
 pub mod browser;
 pub mod code;
 pub mod commands;

@@ -65,11 +65,16 @@ fn refuse(err: AgentError) -> Refusal {
     Refusal::Agents(err)
 }
 
-/// Runs blocking file work off the runtime.
+/// A blocking environment task that panicked or was cancelled.
+impl From<tokio::task::JoinError> for Refusal {
+    fn from(e: tokio::task::JoinError) -> Self {
+        refuse(AgentError::internal("environment file work failed", e))
+    }
+}
+
+/// Runs blocking file work off the runtime ([`abx_domain::blocking::run`]).
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Refusal> + Send + 'static) -> Result<T, Refusal> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| Err(refuse(AgentError::internal("environment file work failed", e))))
+    abx_domain::blocking::run(work).await
 }
 
 /// Admits `path` for `op` under the endpoint's path policy.

@@ -27,7 +27,7 @@ mod process;
 use std::future::Future;
 use std::sync::Arc;
 
-use abx_domain::envd::{access, Envd, EnvdError};
+use abx_domain::envd::{Envd, EnvdError};
 use abx_domain::fs::FsError;
 use abx_domain::policy::{Denial, Grant};
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
@@ -198,29 +198,16 @@ impl EnvdState {
         blocking(move || work(state.account(own.as_deref(), user)?)).await
     }
 
-    /// The account a request acts as, if any: the user its identity's
-    /// programs run as (`auth.tokens[].user`) when it names one, and then
-    /// only that one; else the user the request names, else `/init`'s default.
-    /// Blocking.
+    /// The account a request acts as, if any ([`Envd::account`]). Blocking.
     ///
     /// # Errors
-    /// `unauthenticated` for an unknown user, `permission_denied` for another
-    /// user while not root, or for another user than the identity's own.
+    /// As [`Envd::account`].
     pub fn account(
         &self,
         own: Option<&abx_domain::accounts::Account>,
         named: Option<String>,
     ) -> Result<Option<abx_domain::accounts::Account>, EnvdError> {
-        if let Some(own) = own.filter(|u| u.is_other()) {
-            if let Some(asked) = named.filter(|n| !n.is_empty() && !own.is(n)) {
-                return Err(EnvdError::PermissionDenied(format!(
-                    "cannot act as user '{asked}': this identity acts as '{}' only",
-                    own.name
-                )));
-            }
-            return Ok(Some(own.clone()));
-        }
-        self.envd.user_name(named).map(|name| access::account(&name)).transpose()
+        self.envd.account(own, named)
     }
 }
 
@@ -289,14 +276,13 @@ pub fn plain_error(error: EnvdError) -> Response {
     http_error(status, error.to_string())
 }
 
-/// Runs blocking envd work on the blocking pool.
+/// Runs blocking envd work on the blocking pool: [`abx_domain::blocking::run`]
+/// with the error type fixed, so a closure's `?` needs no annotation.
 ///
 /// # Errors
 /// The work's own error, or `internal` when the task failed.
-pub async fn blocking<T, F>(work: F) -> Result<T, EnvdError>
-where
-    F: FnOnce() -> Result<T, EnvdError> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(work).await.map_err(|e| EnvdError::Internal(format!("a blocking task failed: {e}")))?
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EnvdError> + Send + 'static,
+) -> Result<T, EnvdError> {
+    abx_domain::blocking::run(work).await
 }

@@ -10,17 +10,15 @@
 use std::sync::Arc;
 
 use abx_domain::envd::events::Delivery;
-use abx_domain::envd::processes::{Held, Process, StartOptions};
-use abx_domain::envd::EnvdError;
-use abx_domain::policy::{owner, Identity, LimitValue, Viewer};
-use abx_domain::process::exec::{prepare, CommandLine, ExecInput, ExecKind};
-use abx_domain::process::registry::{SlotKind, DEFAULT_MAX_PROCESSES};
+use abx_domain::envd::processes::Process;
+use abx_domain::envd::start::Start;
+use abx_domain::policy::{owner, Identity, Viewer};
+use abx_domain::process::start::start_process;
 use abx_wire::api::envd::filesystem::Empty;
 use abx_wire::api::envd::process::{
     EventResponse, Input, ListResponse, ProcessEvent, SelectRequest, SendInputRequest, SendSignalRequest, Signal,
     StartRequest, StreamInputRequest, UpdateRequest,
 };
-use abx_wire::endpoints::Limit;
 use axum::response::Response;
 use futures_util::StreamExt;
 
@@ -51,78 +49,13 @@ fn event_stream(
     pace::paced(source, options, started, || EventResponse { event: ProcessEvent::Keepalive(Empty {}) })
 }
 
-/// `Start`: the process, then its events on this stream.
+/// `Start`: the process ([`abx_domain::envd::start`]), then its events on this stream.
 pub async fn start(call: Call) -> Response {
     let started = tokio::time::Instant::now();
     call.stream(|state, grant, req: StartRequest, options: CallOptions| async move {
-        let terminal_grant = match req.pty {
-            Some(_) => Some(grant.also()?),
-            None => None,
-        };
-        let config = req.process.clone();
-        if config.cmd.is_empty() {
-            return Err(ConnectError::new(Code::InvalidArgument, "process.cmd is empty"));
-        }
-        let argv: Vec<String> = std::iter::once(config.cmd.clone()).chain(config.args.iter().cloned()).collect();
-        let env = Arc::clone(&state.app.env);
-        let (grant_for_exec, envd) = (grant.clone(), Arc::clone(&state.envd));
         let base = state.app.engine.base_dir().to_path_buf();
-        let (envs, requested_cwd) = (config.envs.clone(), config.cwd.clone());
-        let spec = state
-            .blocking_as(&grant, move |account| {
-                // As envd: the account's home, login variables and PATH, unless the request says otherwise.
-                let mut account = match account {
-                    Some(account) => account,
-                    None => abx_domain::envd::access::own()?,
-                };
-                if !account.is_other() {
-                    // The server's own user: its environment says where home and the shell are.
-                    account.home = env.get("HOME").map_or(account.home, Into::into);
-                    account.shell = env.get("SHELL").map_or(account.shell, Into::into);
-                }
-                let cwd = envd.workdir(requested_cwd.as_deref(), &account, &base)?;
-                let request = ExecInput {
-                    cwd: Some(cwd),
-                    env: Some(envs.clone()),
-                    user: Some(account.name.clone()).filter(|_| account.is_other()),
-                    ..ExecInput::new(CommandLine::Argv(argv))
-                };
-                let mut spec = prepare(&grant_for_exec, &env, &request, ExecKind::Start).map_err(EnvdError::from)?;
-                abx_domain::envd::access::login_env(&account, &mut spec.env, &envs);
-                Ok(spec)
-            })
-            .await?;
-        let limit = grant.limit(Limit::MaxProcesses).map_or(DEFAULT_MAX_PROCESSES, LimitValue::as_u64);
-        let slot =
-            state.app.processes.registry().reserve(SlotKind::Background, Some(limit)).map_err(EnvdError::from)?;
-        let session = match &terminal_grant {
-            Some(terminal) => {
-                let max = terminal.limit(Limit::MaxSessions).map(|l| usize::try_from(l.as_u64()).unwrap_or(usize::MAX));
-                Some(
-                    state
-                        .app
-                        .terminals
-                        .lease(max)
-                        .map_err(|e| ConnectError::new(Code::ResourceExhausted, e.to_string()))?,
-                )
-            }
-            None => None,
-        };
-        let terminal = req.pty.map(|p| {
-            (
-                u16::try_from(p.size.cols).unwrap_or(u16::MAX).max(1),
-                u16::try_from(p.size.rows).unwrap_or(u16::MAX).max(1),
-            )
-        });
-        let start = StartOptions {
-            config,
-            tag: req.tag,
-            terminal,
-            stdin: req.stdin.unwrap_or(true),
-            lifetime: options.timeout,
-        };
-        let owner = viewer(grant.identity());
-        let process = state.envd.processes.start(&owner, spec, start, Held { slot, session }).await?;
+        let (command, plane) = Start::new(&grant, &state.envd, &state.app.terminals, base, req, options.timeout)?;
+        let process = start_process(&grant, &state.app.env, command, plane).await?;
         Ok(event_stream(&process, options, started))
     })
     .await

@@ -1,11 +1,9 @@
 //! The process tools: thin calls into the `/shell` and `/process/*`
-//! handlers and the `process` runner. `run` reports its output lines as
+//! handlers and the process use case ([`start_process`]). `run` reports its output lines as
 //! progress notifications when the client asks (a progress token), and a
 //! cancelled call has its command's process group killed.
 
-use abx_domain::policy::LimitValue;
-use abx_domain::process::registry::SlotKind;
-use abx_domain::process::{run as runner, ExecKind};
+use abx_domain::process::start::{start_process, Events, RunToEnd};
 use abx_wire::api::process::OutputQuery;
 use abx_wire::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
 use abx_wire::endpoints::Limit;
@@ -18,7 +16,7 @@ use serde_json::{Map, Value};
 use super::call::{arguments, json_result, Ctx, Empty, Outcome};
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
-use crate::http::process::{self as handlers, prepared, IntoApiError as _};
+use crate::http::process::{self as handlers, exec_input, IntoApiError as _};
 
 /// Output kept per stream by `run` unless the call asks otherwise.
 pub const RUN_OUTPUT: usize = 32 * 1024;
@@ -51,19 +49,18 @@ pub async fn run(ctx: &Ctx<'_>, args: Map<String, Value>) -> Result<Outcome, Err
 async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellResult, ApiError> {
     let (app, grant) = (ctx.app, ctx.grant);
     let id = grant.endpoint().id;
-    let limit = grant.limit(Limit::MaxProcesses).map(LimitValue::as_u64);
-    let slot = app.processes.registry().reserve(SlotKind::Shell, limit).map_err(|e| e.into_api(id))?;
-    let spec = prepared(app, grant, request, ExecKind::Shell).await?;
+    let request = exec_input(request);
     let cancelled = ctx.cancelled();
     let Some((token, peer)) = ctx.progress() else {
         // Cancelling drops the run, whose guard kills the process group.
+        let plane = RunToEnd { processes: &app.processes, max_output: Some(cap) };
         return tokio::select! {
-            result = runner::run(spec, Some(cap)) => result.map_err(|e| e.into_api(id)),
+            result = start_process(grant, &app.env, request, plane) => result.map_err(|e| e.into_api(id)),
             () = cancelled.cancelled() => Err(cancelled_error()),
         };
     };
-    let timeout = spec.timeout;
-    let mut events = runner::stream(spec, None, app.shutdown.clone(), move || drop(slot));
+    let plane = Events { processes: &app.processes, shutdown: app.shutdown.clone() };
+    let (mut events, timeout) = start_process(grant, &app.env, request, plane).await.map_err(|e| e.into_api(id))?;
     let mut result = ShellResult { stdout: String::new(), stderr: String::new(), exit_code: 0, truncated: None };
     let mut lines = 0u32;
     loop {

@@ -21,13 +21,13 @@
 //!   (append-only JSON lines, compacted at load).
 //! - [`resources`], [`records`], [`workspace_files`]: definitions,
 //!   environments, templates and file blobs, journaled beside the sessions.
-//! - [`config`], [`spec`], [`error`], [`procenv`]: settings, what a session
+//! - [`settings`], [`spec`], [`error`], [`procenv`]: settings, what a session
 //!   runs, errors, and the CLI's environment.
 //! - [`vaults`]: vaults and write-only credentials, bound to a session's MCP
 //!   tools (secrets in memory only); [`vault_credentials`]: handed to its turns.
 //! - [`webhooks`]: endpoints that receive signed session lifecycle events.
 //!
-//! [`runtime`] holds the parts it starts with ([`config`], [`runtime_probes`],
+//! [`runtime`] holds the parts it starts with ([`settings`], [`runtime_probes`],
 //! [`vaults`], [`webhooks`], [`turn_end`], [`subscription`]), and none of
 //! them knows [`Agents`]; the files that add methods to [`Agents`]
 //! ([`worker`], [`runtimes`], [`vault_credentials`]) sit above it, so the
@@ -43,7 +43,6 @@
 pub mod adapters;
 pub mod artifacts;
 pub mod build;
-pub mod config;
 pub mod environments;
 pub mod error;
 pub mod journal;
@@ -59,6 +58,7 @@ pub mod runtime;
 pub mod runtime_probes;
 pub mod runtimes;
 pub mod session;
+pub mod settings;
 pub mod spec;
 pub mod store;
 pub mod subagents;
@@ -71,10 +71,10 @@ pub mod webhooks;
 pub mod worker;
 pub mod workspace_files;
 
-pub use self::config::AgentsConfig;
 pub use self::error::{AgentError, Failure};
 pub use self::runtime::{Agents, NewSession};
 pub use self::session::{Session, SessionKind, SessionMeta, SessionView};
+pub use self::settings::AgentsConfig;
 pub use self::spec::AgentSpec;
 pub use self::subscription::Subscription;
 pub use self::worker::TurnInput;

@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::config::Quotas;
 use super::error::AgentError;
 use super::journal;
 use super::records::{Quota, Registry, Stored};
+use super::settings::Quotas;
 use super::spec::{CommandSpec, McpServer};
 
 /// Bytes a caller may keep as blobs at most (the reference's figure).

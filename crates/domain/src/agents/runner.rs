@@ -33,8 +33,8 @@ use super::build::TurnBuilder;
 use super::error::Failure;
 use super::parsed::Parsed;
 use super::spec::Limits;
+use crate::process::bounded::{KillOnDrop, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 use crate::process::output::{Capture, LineSplitter, Stream};
-use crate::process::runner::{KillOnDrop, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 use crate::process::{format_g, receiver, ExecSpec};
 
 /// Longest line parsed as one (the reference's limit); longer ones are cut.

@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::adapters::Adapters;
 use super::artifacts::{self, ArtifactRecord};
-use super::config::AgentsConfig;
 use super::error::AgentError;
 use super::journal::{self, Journal};
 use super::log::EventLog;
 use super::runtime_probes::RuntimeCache;
 use super::session::{Record, Session, SessionHeader, SessionKind, SessionMeta};
+use super::settings::AgentsConfig;
 use super::spec::AgentSpec;
 use super::subscription::Subscription;
 use crate::environment::ChildEnv;
@@ -403,7 +403,7 @@ mod tests {
     use crate::agents::spec::CommandSpec;
 
     async fn agents(max_sessions: usize, state: &std::path::Path) -> Arc<Agents> {
-        let quotas = crate::agents::config::Quotas { sessions: max_sessions, ..Default::default() };
+        let quotas = crate::agents::settings::Quotas { sessions: max_sessions, ..Default::default() };
         let config = AgentsConfig { state_dir: Some(state.to_path_buf()), quotas, ..AgentsConfig::default() };
         Agents::start(config, Arc::new(ChildEnv::from_vars([], &[])), CancellationToken::new()).await
     }

@@ -60,7 +60,7 @@ async fn version_of(program: PathBuf, binary: &str, env: BTreeMap<String, String
         timeout: Some(VERSION_TIMEOUT),
         credentials: None,
     };
-    let result = crate::process::run::run(exec, Some(4096)).await.ok()?;
+    let result = crate::process::shell::run(exec, Some(4096)).await.ok()?;
     let text = if result.stdout.trim().is_empty() { result.stderr } else { result.stdout };
     let line = text.trim().lines().next()?.to_string();
     Some(line.chars().take(200).collect())

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::language::{find_program, Interpreters};
-use crate::process::runner::{self, Bounds};
+use crate::process::bounded::{self, Bounds};
 use crate::process::ExitStatus;
 
 /// Languages of `/code/run`, with the reference's names.
@@ -60,9 +60,10 @@ pub struct RunOutcome {
     pub truncated: bool,
 }
 
-/// Why a run has no outcome.
+/// Why a one-shot `/code/run` has no outcome (what the bounded runner's
+/// [`bounded::RunError`] means to a caller of an interpreter).
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum CodeRunError {
     /// It ran past its timeout and was killed.
     #[error("Code execution timed out after {0}s")]
     TimedOut(u64),
@@ -80,26 +81,26 @@ pub enum RunError {
 /// Runs `spec` to completion.
 ///
 /// # Errors
-/// [`RunError`] when it cannot start or times out.
-pub async fn run(spec: RunSpec) -> Result<RunOutcome, RunError> {
+/// [`CodeRunError`] when it cannot start or times out.
+pub async fn run(spec: RunSpec) -> Result<RunOutcome, CodeRunError> {
     let (program, flag) = match spec.language.as_str() {
         "python" => (&spec.interpreters.python, "-c"),
         "node" => (&spec.interpreters.node, "-e"),
         _ => (&spec.interpreters.bash, "-c"),
     };
     let path = find_program(program, spec.env.get("PATH").map(String::as_str))
-        .ok_or_else(|| RunError::RuntimeNotFound(spec.language.clone()))?;
+        .ok_or_else(|| CodeRunError::RuntimeNotFound(spec.language.clone()))?;
     let started = Instant::now();
     let args = [OsString::from(flag), OsString::from(&spec.code)];
     let limits = (spec.timeout, spec.max_output_bytes);
     let collected = collect(&path, &args, &spec.cwd, &spec.env, limits, spec.run_as.clone())
         .await
         .map_err(|e| match (e.kind(), e.raw_os_error()) {
-            (std::io::ErrorKind::NotFound, _) => RunError::RuntimeNotFound(spec.language.clone()),
-            (_, Some(7)) => RunError::TooLarge,
-            _ => RunError::Spawn(spec.language.clone(), e),
+            (std::io::ErrorKind::NotFound, _) => CodeRunError::RuntimeNotFound(spec.language.clone()),
+            (_, Some(7)) => CodeRunError::TooLarge,
+            _ => CodeRunError::Spawn(spec.language.clone(), e),
         })?
-        .ok_or(RunError::TimedOut(spec.timeout.as_secs()))?;
+        .ok_or(CodeRunError::TimedOut(spec.timeout.as_secs()))?;
     Ok(RunOutcome {
         stdout: collected.stdout,
         stderr: collected.stderr,
@@ -147,16 +148,16 @@ pub async fn collect(
         spawn: crate::process::SpawnOptions { credentials: run_as, ..Default::default() },
         ..Bounds::new(usize::try_from(limit).unwrap_or(usize::MAX))
     };
-    match runner::run(command, bounds).await {
+    match bounded::run(command, bounds).await {
         Ok(ran) => Ok(Some(Collected {
             stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
             exit: ran.status,
             truncated: ran.truncated,
         })),
-        Err(runner::RunError::Timeout) => Ok(None),
-        Err(runner::RunError::Spawn(e) | runner::RunError::Io(e)) => Err(e),
-        Err(e @ runner::RunError::TooMuchOutput(_)) => Err(std::io::Error::other(e.to_string())),
+        Err(bounded::RunError::Timeout) => Ok(None),
+        Err(bounded::RunError::Spawn(e) | bounded::RunError::Io(e)) => Err(e),
+        Err(e @ bounded::RunError::TooMuchOutput(_)) => Err(std::io::Error::other(e.to_string())),
     }
 }
 

@@ -21,7 +21,7 @@ use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
 
-use crate::process::runner::KillOnDrop;
+use crate::process::bounded::KillOnDrop;
 use crate::process::{supervisor, ExitStatus, Job, SpawnOptions};
 
 use super::pipe::{PipeReader, PipeWriter};

@@ -1,5 +1,5 @@
 //! The one place a registered command's program is started and run to
-//! its exit, with the daemon's one runner ([`crate::process::runner`]): its
+//! its exit, with the daemon's one runner ([`crate::process::bounded`]): its
 //! own process group, the child environment, optional JSON on stdin,
 //! bounded standard output, the tail of standard error, a wall-clock limit.
 //! The program's exit ends the run: whatever it left running in its group
@@ -11,8 +11,8 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::process::runner::RunError;
-use crate::process::runner::{self, Bounds, Keep};
+pub use crate::process::bounded::RunError;
+use crate::process::bounded::{self, Bounds, Keep};
 use crate::process::ExitStatus;
 
 /// Bytes of standard error kept (the end of it).
@@ -68,7 +68,7 @@ pub async fn run(invocation: Invocation) -> Result<Finished, RunError> {
         spawn: crate::process::SpawnOptions { credentials: invocation.run_as, ..Default::default() },
         ..Bounds::new(0)
     };
-    let ran = runner::run(command, bounds).await?;
+    let ran = bounded::run(command, bounds).await?;
     Ok(Finished { exit: ran.status, stdout: ran.stdout, stderr_tail: ran.stderr })
 }
 

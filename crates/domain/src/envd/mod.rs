@@ -7,7 +7,8 @@
 //! - [`entry`]: envd's `EntryInfo` and listings to a depth.
 //! - [`metadata`]: user metadata of files (`user.e2b.*` extended attributes).
 //! - [`filesystem`]: `Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`.
-//! - [`processes`], [`events`]: `process.Process`'s processes and their event streams.
+//! - [`processes`], [`events`]: `process.Process`'s processes and their event streams;
+//!   [`start`]: `Start` as a plane of the one process use case.
 //! - [`watchers`]: `WatchDir` events and the polled watchers of
 //!   `CreateWatcher`/`GetWatcherEvents`, from the inotify watch of [`crate::fs::watch`];
 //!   [`dir_watches`]: `WatchDir` watches a client can resume.
@@ -23,6 +24,7 @@ pub mod events;
 pub mod filesystem;
 pub mod metadata;
 pub mod processes;
+pub mod start;
 pub mod watchers;
 
 use std::collections::BTreeMap;
@@ -89,6 +91,13 @@ impl From<crate::process::ProcessError> for EnvdError {
             P::Refused(pid) => EnvdError::PermissionDenied(format!("refusing to signal pid {pid}")),
             P::Internal(m) => EnvdError::Internal(m),
         }
+    }
+}
+
+/// A blocking envd task that panicked or was cancelled.
+impl From<tokio::task::JoinError> for EnvdError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        EnvdError::Internal(format!("a blocking task failed: {e}"))
     }
 }
 

@@ -276,6 +276,11 @@ impl Processes {
         Processes { registry, shutdown, scrollback }
     }
 
+    /// The daemon's registry this plane views.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Starts `spec` (a command that passed the policy) as `options` say,
     /// owned by `owner`, holding `held` until it has exited.
     ///

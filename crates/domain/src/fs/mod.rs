@@ -62,16 +62,15 @@ pub fn is_temp_name(name: &std::ffi::OsStr) -> bool {
     name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
 }
 
-/// Runs blocking file-system work on the blocking pool.
+/// Runs blocking file-system work on the blocking pool: [`crate::blocking::run`]
+/// with the error type fixed, so a closure's `?` needs no annotation.
 ///
 /// # Errors
 /// The work's own error, or an internal error if the task panicked.
-pub async fn blocking<T, F>(work: F) -> Result<T, FsError>
-where
-    F: FnOnce() -> Result<T, FsError> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(work).await?
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, FsError> + Send + 'static,
+) -> Result<T, FsError> {
+    crate::blocking::run(work).await
 }
 
 /// The final component of `path` as text (empty for `/`).

@@ -317,9 +317,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let g = grant("shell", dir.path(), RuleSpec::default());
         let spec = prepare(&g, &env(), &request("printf 'abé0123456789'"), ExecKind::Shell).expect("ok");
-        let result = super::super::run::run(spec, Some(3)).await.expect("runs");
+        let result = super::super::shell::run(spec, Some(3)).await.expect("runs");
         assert_eq!((result.stdout.as_str(), result.truncated), ("ab", Some(true)), "the cut é is left out whole");
         let spec = prepare(&g, &env(), &request("printf abc"), ExecKind::Shell).expect("ok");
-        assert_eq!(super::super::run::run(spec, Some(3)).await.expect("runs").truncated, None);
+        assert_eq!(super::super::shell::run(spec, Some(3)).await.expect("runs").truncated, None);
     }
 }

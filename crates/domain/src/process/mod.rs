@@ -4,11 +4,14 @@
 //!   into a fresh process group, group signals and termination. Every
 //!   subsystem that starts a program (shells, terminals, kernels, registered
 //!   commands) spawns through [`reaper::supervisor`].
+//! - [`start`]: the use case "start a process for this grant and request"
+//!   ([`start::start_process`]): limit, slot, command, spawn, once for every
+//!   plane (`/shell`, `/shell/stream`, `/process/start`, MCP, envd's `Start`).
 //! - [`exec`]: from a request to a command that passed the policy.
-//! - [`runner`]: the one bounded runner (output limits, time limit, the
+//! - [`bounded`]: the one bounded runner (output limits, time limit, the
 //!   exit of the program ends the run) and the one kill guard; used by
 //!   `/shell`, registered commands, `/code/run`, git and system probes.
-//! - [`run`]: `/shell` (run to completion) and `/shell/stream` (line events).
+//! - [`shell`]: `/shell` (run to completion) and `/shell/stream` (line events).
 //! - [`stream_runs`]: `/shell/stream` runs a client can resume (`Last-Event-ID`).
 //! - [`registry`]: the one registry of processes clients address by pid
 //!   (OS pids), viewed by both planes; ownership, retention and limits.
@@ -21,13 +24,14 @@
 //!
 //! Nothing here knows about HTTP.
 
+pub mod bounded;
 pub mod capture;
 pub mod exec;
 pub mod output;
 pub mod reaper;
 pub mod registry;
-pub mod run;
-pub mod runner;
+pub mod shell;
+pub mod start;
 pub mod stream_runs;
 pub mod table;
 
@@ -80,6 +84,13 @@ pub enum ProcessError {
     /// Something failed inside the server (500; details logged).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A blocking task of a process operation that panicked or was cancelled.
+impl From<tokio::task::JoinError> for ProcessError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ProcessError::Internal(format!("a blocking task failed: {e}"))
+    }
 }
 
 impl ProcessError {

@@ -18,10 +18,10 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
+use super::bounded::KILL_GRACE;
 use super::output::{Capture, Stream};
 use super::reaper::SignalError;
 use super::registry::{Entry, Registry, Slot};
-use super::runner::KILL_GRACE;
 use super::stream_runs::StreamRuns;
 use super::{py_os_error, receiver, spawn, ExecSpec, Job, ProcessError};
 use crate::policy::Viewer;

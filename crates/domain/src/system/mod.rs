@@ -34,6 +34,7 @@ use self::cpu::{Sample, Sampler, Usage, MIN_WINDOW};
 use self::host::{gib, mib, percent, round, CpuTimes, Disk, Memory};
 use self::packages::Manager;
 use self::run::RunError;
+use crate::blocking::run as blocking;
 use crate::environment::ChildEnv;
 
 /// Package listings running at once; more callers wait their turn.
@@ -106,10 +107,6 @@ fn snapshot(proc_root: &Path, cgroup: Option<&Location>) -> Snapshot {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SystemError> {
-    Ok(tokio::task::spawn_blocking(f).await?)
-}
-
 impl System {
     /// The state for this process: finds its cgroup once (membership does not change).
     pub fn new() -> Self {
@@ -123,9 +120,9 @@ impl System {
         }
     }
 
-    fn snapshot(&self) -> impl FnOnce() -> Snapshot + Send + 'static {
+    fn snapshot(&self) -> impl FnOnce() -> Result<Snapshot, SystemError> + Send + 'static {
         let (root, location) = (self.proc_root.clone(), self.cgroup.clone());
-        move || snapshot(&root, location.as_ref())
+        move || Ok(snapshot(&root, location.as_ref()))
     }
 
     /// `GET /system/info`. `env` and `cwd` are those `python3 --version` runs with.
@@ -136,7 +133,7 @@ impl System {
         let root = self.proc_root.clone();
         let read_identity = move || {
             let line = |name: &str| host::read_line(root.join("sys/kernel").join(name)).unwrap_or_default();
-            (line("ostype"), line("hostname"), line("osrelease"), host::read_distro().unwrap_or_default())
+            Ok((line("ostype"), line("hostname"), line("osrelease"), host::read_distro().unwrap_or_default()))
         };
         let ((os, hostname, kernel, distro), snap) =
             tokio::try_join!(blocking(read_identity), blocking(self.snapshot()))?;
@@ -228,7 +225,7 @@ impl System {
     /// Only if the blocking reader cannot run.
     pub async fn ports(&self) -> Result<Vec<ListeningPort>, SystemError> {
         let root = self.proc_root.clone();
-        blocking(move || ports::listening(&root)).await
+        blocking(move || Ok(ports::listening(&root))).await
     }
 
     /// `GET /packages?manager=`: the installed packages of `manager`, listed

@@ -75,7 +75,7 @@ impl Manager {
         let (program, args) = self.command();
         match run(program, args, env, cwd, TIMEOUT, MAX_OUTPUT).await {
             Ok(ran) => Ok(self.parse(&ran.stdout)),
-            Err(RunError::NotFound) => Ok(Vec::new()),
+            Err(e) if e.is_not_installed() => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }

@@ -3,13 +3,13 @@
 //! group, killed with that group when they exit, overrun, or the request
 //! goes away.
 //!
-//! It runs them with the daemon's one runner ([`crate::process::runner`]).
+//! It runs them with the daemon's one runner ([`crate::process::bounded`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::process::runner::{self, Bounds, Keep};
+use crate::process::bounded::{self, Bounds, Keep};
 use crate::process::ExitStatus;
 
 /// What a finished program left.
@@ -21,29 +21,16 @@ pub struct Ran {
     pub stdout: Vec<u8>,
 }
 
-/// Why a program did not run to completion.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The program (or the working directory) does not exist.
-    #[error("not installed")]
-    NotFound,
-    /// It ran longer than allowed and was killed.
-    #[error("timed out")]
-    Timeout,
-    /// It wrote more than allowed and was killed.
-    #[error("wrote more than {0} bytes")]
-    TooMuchOutput(usize),
-    /// It could not be started or read.
-    #[error("cannot run: {0}")]
-    Io(#[from] std::io::Error),
-}
+/// Why a program did not run to completion: the bounded runner's one error
+/// ([`RunError::is_not_installed`] when there is no such program).
+pub use crate::process::bounded::RunError;
 
 /// Runs `program args` with exactly `env`, in `cwd`, stdin closed, through
 /// the daemon's one runner: its exit ends the run and its process group;
 /// returns its exit status and at most `max_output` bytes of standard output.
 ///
 /// # Errors
-/// [`RunError::NotFound`] when there is no such program, [`RunError::Timeout`]
+/// [`RunError::Spawn`] when there is no such program, [`RunError::Timeout`]
 /// and [`RunError::TooMuchOutput`] after terminating its process group.
 pub async fn run(
     program: &str,
@@ -57,13 +44,8 @@ pub async fn run(
     command.args(args).env_clear().envs(env).current_dir(cwd);
     let bounds =
         Bounds { stdout: Keep::Head(max_output), stderr: Keep::Nothing, timeout: Some(timeout), ..Bounds::new(0) };
-    match runner::run(command, bounds).await {
-        Ok(ran) => Ok(Ran { status: ran.status, stdout: ran.stdout }),
-        Err(runner::RunError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(RunError::NotFound),
-        Err(runner::RunError::Spawn(e) | runner::RunError::Io(e)) => Err(RunError::Io(e)),
-        Err(runner::RunError::Timeout) => Err(RunError::Timeout),
-        Err(runner::RunError::TooMuchOutput(limit)) => Err(RunError::TooMuchOutput(limit)),
-    }
+    let ran = bounded::run(command, bounds).await?;
+    Ok(Ran { status: ran.status, stdout: ran.stdout })
 }
 
 #[cfg(test)]
@@ -96,7 +78,7 @@ mod tests {
     #[tokio::test]
     async fn missing_programs_and_floods_are_told_apart() {
         let missing = run("no-such-program-4b1f", &[], &env(), Path::new("/"), Duration::from_secs(5), 64).await;
-        assert!(matches!(missing, Err(RunError::NotFound)), "{missing:?}");
+        assert!(missing.as_ref().is_err_and(RunError::is_not_installed), "{missing:?}");
         let flood = run("sh", &["-c", "yes"], &env(), Path::new("/"), Duration::from_secs(10), 4096).await;
         assert!(matches!(flood, Err(RunError::TooMuchOutput(4096))), "{flood:?}");
     }

@@ -33,8 +33,8 @@ use self::delivery::{Deliverer, DeliveryError, Event};
 use self::registry::{EndpointFields, Registry, WebhookEndpoint};
 use self::tally::Deliveries;
 use self::tally::Tally;
-use super::config::AgentsConfig;
 use super::error::AgentError;
+use super::settings::AgentsConfig;
 
 /// The event types this server sends (the reference's; it never sends
 /// `agent.session.action_required`).

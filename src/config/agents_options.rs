@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abx_domain::agents::config::AgentsConfig;
+use abx_domain::agents::settings::AgentsConfig;
 
 use super::{Options, Seconds};
 

@@ -153,7 +153,7 @@ pub struct Ran {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The program could not be started.
-    #[error("{0}")]
+    #[error("cannot run: {0}")]
     Spawn(#[source] io::Error),
     /// It ran past its time limit; its group was terminated.
     #[error("timed out")]
@@ -161,9 +161,16 @@ pub enum RunError {
     /// A [`Keep::Head`] stream wrote more than this; its group was terminated.
     #[error("wrote more than {0} bytes")]
     TooMuchOutput(usize),
-    /// A pipe could not be set up.
-    #[error("{0}")]
+    /// A pipe could not be set up or read.
+    #[error("cannot run: {0}")]
     Io(#[from] io::Error),
+}
+
+impl RunError {
+    /// Whether the program (or the working directory) does not exist.
+    pub fn is_not_installed(&self) -> bool {
+        matches!(self, RunError::Spawn(e) if e.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 /// One output stream being collected.

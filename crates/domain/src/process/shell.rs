@@ -24,9 +24,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use super::bounded::KILL_GRACE;
+use super::bounded::{self, AfterExit, Bounds, KillOnDrop, RunError, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 use super::output::{LineSplitter, Stream};
-pub use super::runner::KILL_GRACE;
-use super::runner::{self, AfterExit, Bounds, KillOnDrop, RunError, DRAIN_AFTER_EXIT, QUIET_AFTER_EXIT};
 #[cfg(doc)]
 use super::stream_runs::RESUME_GRACE;
 use super::stream_runs::{Delivery, StreamRun};
@@ -40,7 +40,7 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Reads `pipe` into `buffer` until the command has exited (`exited`) and the
-/// pipe is then quiet, or to its end; `Ok(0)` for either (as [`runner`] does
+/// pipe is then quiet, or to its end; `Ok(0)` for either (as [`bounded`] does
 /// for `/shell`: a background descendant holding the pipe does not hold the stream).
 async fn read_until_quiet(
     pipe: &mut tokio::net::unix::pipe::Receiver,
@@ -72,7 +72,7 @@ fn deadline_of(spec: &ExecSpec) -> Option<Instant> {
 }
 
 /// `POST /shell`: runs `spec` to its exit (descendants it leaves in the
-/// background run on; see [`runner`]).
+/// background run on; see [`bounded`]).
 ///
 /// # Errors
 /// [`ProcessError::Spawn`] when it cannot start, [`ProcessError::Timeout`]
@@ -87,7 +87,7 @@ pub async fn run(spec: ExecSpec, max_output: Option<usize>) -> Result<ShellResul
         ..Bounds::new(cap)
     };
     let command = spec.command(Stdio::null(), Stdio::null(), Stdio::null());
-    match runner::run(command, bounds).await {
+    match bounded::run(command, bounds).await {
         Ok(ran) => Ok(ShellResult {
             stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
