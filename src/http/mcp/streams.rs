@@ -10,7 +10,8 @@
 //! whether or not a client reads it, so a call that ends while its client is
 //! away leaves its answer in the ring; a connection reads the ring. A call's
 //! stream is kept for at least [`KEEP_FINISHED`] after its answer (until the
-//! session closes, or [`MAX_FINISHED`] newer calls of the session ended).
+//! session closes, or newer ended calls of the session pass [`MAX_FINISHED`]
+//! streams or [`FINISHED_BYTES`] bytes).
 //!
 //! A resume (`Last-Event-ID`) gets exactly the events after the one it
 //! names, then the rest live. One from further back than a ring holds gets
@@ -48,6 +49,8 @@ pub const STREAM_BYTES: usize = 1 << 20;
 pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// Ended call streams a session keeps; the oldest goes first.
 pub const MAX_FINISHED: usize = 32;
+/// Bytes of ended call streams a session keeps; the oldest goes first.
+pub const FINISHED_BYTES: usize = 4 << 20;
 /// Streams forgotten whose resume is still answered with the count lost.
 const MAX_GONE: usize = 1024;
 /// The JSON-RPC error code of a resume from further back than a ring holds
@@ -210,11 +213,16 @@ impl Session {
     /// A new call's stream; forgets the ended ones past their time or count.
     fn open_call(&self, request: Option<RequestId>) -> Arc<Kept> {
         let mut calls = self.calls();
-        let ended: Vec<(u64, Instant)> = calls.kept.values().filter_map(|k| Some((k.id, k.ended_at()?))).collect();
-        let surplus = ended.len().saturating_sub(MAX_FINISHED);
-        for (index, (id, at)) in ended.into_iter().enumerate() {
-            if index < surplus || at.elapsed() >= KEEP_FINISHED {
+        let ended: Vec<(u64, Instant, usize)> =
+            calls.kept.values().filter_map(|k| Some((k.id, k.ended_at()?, k.ring.held_now().1))).collect();
+        let mut count = ended.len();
+        let mut bytes: usize = ended.iter().map(|(_, _, bytes)| bytes).sum();
+        // Oldest first: past their time, or while over the count or the bytes.
+        for (id, at, held) in ended {
+            if count > MAX_FINISHED || bytes > FINISHED_BYTES || at.elapsed() >= KEEP_FINISHED {
                 calls.forget(id);
+                count -= 1;
+                bytes -= held;
             }
         }
         let id = calls.next;
@@ -356,7 +364,7 @@ impl SessionManager for Sessions {
                     let message = format!(
                         "the {lost} messages of this call's stream after event {last_event_id}, its answer \
                          included, are no longer held (an ended call's stream is kept {}s, and at most {MAX_FINISHED} \
-                         of them per session)",
+                         of them and {FINISHED_BYTES} bytes per session)",
                         KEEP_FINISHED.as_secs()
                     );
                     let data = json!({"code": "data_loss", "lost": lost, "held": 0});
@@ -413,5 +421,21 @@ mod tests {
         session.open_call(None);
         assert!(matches!(session.find(first.id), Found::Gone { total: 1, .. }), "the oldest ended call went first");
         assert!(matches!(session.find(1000), Found::Future));
+    }
+
+    #[test]
+    fn ended_calls_past_the_sessions_bytes_are_forgotten_oldest_first() {
+        let session = Session::new();
+        let ended = |n: i64| {
+            let kept = session.open_call(Some(RequestId::Number(n)));
+            kept.ring.push_sized(ServerSseMessage::default(), FINISHED_BYTES / 2 + 1, false);
+            *kept.ended.lock().expect("lock") = Some(Instant::now());
+            kept
+        };
+        let (first, second) = (ended(1), ended(2));
+        assert!(matches!(session.find(first.id), Found::Kept(_)));
+        session.open_call(None);
+        assert!(matches!(session.find(first.id), Found::Gone { total: 1, .. }), "over the bytes: the oldest went");
+        assert!(matches!(session.find(second.id), Found::Kept(_)));
     }
 }
