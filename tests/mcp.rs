@@ -278,62 +278,170 @@ impl Events {
     }
 }
 
+impl Session<'_> {
+    /// `GET /mcp` with `Last-Event-ID: last`.
+    async fn resume(&self, last: &str) -> reqwest::Response {
+        self.http
+            .get(self.server.at("/mcp"))
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("last-event-id", last)
+            .send()
+            .await
+            .expect("resume")
+    }
+
+    /// Waits until the session has sent the event `id` (a resume after an
+    /// event not yet sent is refused 400), so a test resumes only after
+    /// what it needs was produced.
+    async fn wait_sent(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.resume(id).await.status().as_u16() == 400 {
+            assert!(Instant::now() < deadline, "the event {id} was never sent");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Every JSON-RPC message of a stream until it ends (or `id`'s answer).
+async fn until_answer(events: &mut Events, id: u64) -> Vec<(String, Value)> {
+    let mut seen = Vec::new();
+    while let Some((event, message)) = events.next().await {
+        let done = message["id"] == id;
+        seen.push((event, message));
+        if done {
+            break;
+        }
+    }
+    seen
+}
+
+/// The `n`th event id of the call stream whose event id is `id` (`<stream>:<seq>`).
+fn event_of(id: &str, seq: u64) -> String {
+    let stream = id.split(':').next().unwrap_or_default();
+    format!("{stream}:{seq}")
+}
+
+/// A `run` with a progress token printing `lines` lines, then `last` once `go` exists.
+fn waiting_run(id: u64, lines: usize, marker: &std::path::Path, go: &std::path::Path) -> Value {
+    let command = format!(
+        "for i in $(seq 1 {lines}); do echo line$i; done; touch {}; while [ ! -f {} ]; do sleep 0.02; done; echo last",
+        marker.display(),
+        go.display()
+    );
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "run", "arguments": {"command": command, "shell": true}, "_meta": {"progressToken": "p"}}})
+}
+
+fn progress_lines(seen: &[(String, Value)]) -> Vec<String> {
+    seen.iter()
+        .filter(|(_, m)| m["method"] == "notifications/progress")
+        .filter_map(|(_, m)| m["params"]["message"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Issue 32: a client whose stream drops in the middle of a call resumes
-/// with `GET /mcp` and `Last-Event-ID` and gets every later event, here 100
-/// progress notifications made while it was away and then the answer (the
-/// SDK's cache held 16 messages before, so a resume lost most of them).
+/// with `GET /mcp` and `Last-Event-ID` and gets every later event exactly
+/// once, here 100 progress notifications made while it was away and then
+/// the answer; the event it named is not sent again (the SDK replayed it).
 #[tokio::test]
 async fn a_stream_dropped_mid_call_resumes_with_every_event_made_meanwhile() {
     let server = common::start();
     let session = Session::open(&server).await;
     let (marker, go) = (server.base.join("marker"), server.base.join("go"));
-    let command = format!(
-        "for i in $(seq 1 100); do echo line$i; done; touch {}; while [ ! -f {} ]; do sleep 0.02; done; echo last",
-        marker.display(),
-        go.display()
-    );
-    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "run", "arguments": {"command": command, "shell": true}, "_meta": {"progressToken": "p"}}});
+    let call = waiting_run(7, 100, &marker, &go);
     let mut first = Events::of(session.post(&call).send().await.expect("send"));
-    let mut seen: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
     let (last, message) = first.next().await.expect("a first event");
-    seen.insert(last.clone(), message);
+    let mut seen = vec![(last.clone(), message)];
     drop(first);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !marker.exists() {
         assert!(Instant::now() < deadline, "the command never printed its lines");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let resumed = session
-        .http
-        .get(server.at("/mcp"))
-        .header("authorization", format!("Bearer {}", common::TOKEN))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", "2025-06-18")
-        .header("last-event-id", &last)
-        .send()
-        .await
-        .expect("resume");
+    let resumed = session.resume(&last).await;
     assert_eq!(resumed.status().as_u16(), 200);
     let mut resumed = Events::of(resumed);
     std::fs::write(&go, b"").expect("go");
-    let answer = loop {
-        let (id, message) = resumed.next().await.expect("the answer on the resumed stream");
-        if message["id"] == 7 {
-            break message;
-        }
-        seen.insert(id, message);
-    };
+    let rest = until_answer(&mut resumed, 7).await;
+    assert!(rest.iter().all(|(id, _)| *id != last), "the event named by Last-Event-ID came again");
+    seen.extend(rest);
+    let answer = &seen.last().expect("events").1;
     assert_eq!(answer["result"]["structuredContent"]["exit_code"], 0, "{answer}");
-    let lines: Vec<String> = seen
-        .values()
-        .filter(|m| m["method"] == "notifications/progress")
-        .filter_map(|m| m["params"]["message"].as_str().map(str::to_string))
-        .collect();
     let mut expected: Vec<String> = (1..=100).map(|i| format!("line{i}")).collect();
     expected.push("last".into());
-    let missing: Vec<&String> = expected.iter().filter(|l| !lines.contains(l)).collect();
-    assert!(missing.is_empty(), "{} lines lost on the resume: {missing:?}", missing.len());
-    assert_eq!(lines.len(), expected.len(), "each line once: {lines:?}");
+    assert_eq!(progress_lines(&seen), expected, "every line exactly once, in order");
+}
+
+/// Issue 32: the answer of a call that ended while its client was away is
+/// kept, and a resume gets it (the SDK forgot a call's stream when its
+/// answer went out: the resume was an empty 200).
+#[tokio::test]
+async fn the_answer_of_a_call_that_ended_while_the_client_was_away_comes_on_the_resume() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    let go = server.base.join("go");
+    let command = format!("while [ ! -f {} ]; do sleep 0.02; done; echo done", go.display());
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "run", "arguments": {"command": command, "shell": true}}});
+    let response = session.post(&call).send().await.expect("send");
+    // The stream's first event is its priming event (no message): its id is what the client has.
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        use futures_util::StreamExt;
+        let chunk = tokio::time::timeout(Duration::from_secs(20), body.next()).await.expect("in time");
+        text.push_str(&String::from_utf8_lossy(&chunk.expect("a priming event").expect("chunk")));
+    }
+    drop(body);
+    let primed = text.lines().find_map(|l| l.strip_prefix("id:")).map(str::trim).expect("an id").to_string();
+    std::fs::write(&go, b"").expect("go");
+    server.wait_for_log(r#"method="MCP" tool="run" status=200"#, Duration::from_secs(20));
+    session.wait_sent(&event_of(&primed, 2)).await;
+    let resumed = session.resume(&primed).await;
+    assert_eq!(resumed.status().as_u16(), 200);
+    let seen = until_answer(&mut Events::of(resumed), 8).await;
+    assert_eq!(seen.len(), 1, "the answer alone: {:?}", seen.iter().map(|(id, _)| id).collect::<Vec<_>>());
+    assert_eq!(seen[0].1["result"]["structuredContent"]["stdout"], "done\n", "{seen:?}");
+}
+
+/// Issue 32: a resume from further back than the stream's ring holds gets
+/// the call's answer as an explicit JSON-RPC error counting the messages
+/// lost (the SDK skipped them silently), then a resume from where the held
+/// messages start gets exactly those; ids never sent are refused 400.
+#[tokio::test]
+async fn a_resume_from_further_back_than_held_is_answered_with_the_count_lost() {
+    let server = common::start();
+    let session = Session::open(&server).await;
+    let (marker, go) = (server.base.join("marker"), server.base.join("go"));
+    let call = waiting_run(9, 400, &marker, &go);
+    let mut first = Events::of(session.post(&call).send().await.expect("send"));
+    let (named, message) = first.next().await.expect("a first event");
+    assert_eq!(message["params"]["message"], "line1");
+    drop(first);
+    // The priming event, then 400 lines: 401 events, the ring holds 256 of them.
+    session.wait_sent(&event_of(&named, 401)).await;
+    let lost_answer = until_answer(&mut Events::of(session.resume(&named).await), 9).await;
+    let firsts: Vec<&String> = lost_answer.iter().map(|(id, _)| id).take(3).collect();
+    assert_eq!(lost_answer.len(), 1, "the marker alone, not {} events from {firsts:?}", lost_answer.len());
+    let error = &lost_answer[0].1["error"];
+    assert_eq!((error["code"].as_i64(), error["data"]["code"].as_str()), (Some(-32030), Some("data_loss")), "{error}");
+    assert_eq!((error["data"]["lost"].as_u64(), error["data"]["held"].as_u64()), (Some(143), Some(256)), "{error}");
+    let resume_from = error["data"]["resume_from"].as_str().expect("resume_from").to_string();
+    assert_eq!(
+        (resume_from.as_str(), lost_answer[0].0.as_str()),
+        (event_of(&named, 145).as_str(), resume_from.as_str())
+    );
+    for bad in [event_of(&named, 5000), "7:1:1".to_string(), "x".to_string(), "99999:1".to_string()] {
+        assert_eq!(session.resume(&bad).await.status().as_u16(), 400, "{bad}");
+    }
+    let mut held = Events::of(session.resume(&resume_from).await);
+    std::fs::write(&go, b"").expect("go");
+    let seen = until_answer(&mut held, 9).await;
+    let mut expected: Vec<String> = (145..=400).map(|i| format!("line{i}")).collect();
+    expected.push("last".into());
+    assert_eq!(progress_lines(&seen), expected, "exactly the held tail, then the rest");
+    assert_eq!(seen.last().expect("answer").1["result"]["structuredContent"]["exit_code"], 0);
 }

@@ -165,9 +165,10 @@ pub fn other_methods(id: &str) -> Vec<OtherMethod> {
             (
                 "get",
                 "mcp_stream",
-                "Model Context Protocol: a session's stream of server messages (`Mcp-Session-Id`).",
+                "Model Context Protocol: a session's stream of server messages (`Mcp-Session-Id`), or \
+                 the rest of one from `Last-Event-ID`.",
                 Shape::new(None, Content::Events(&["message"], "a JSON-RPC request or notification from the server"))
-                    .errors(&[405, 406]),
+                    .errors(&[405, 406, 410]),
             ),
             (
                 "delete",

@@ -18,7 +18,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import PaginatedRequestParams
+from mcp.shared.message import ClientMessageMetadata
+from mcp.types import CallToolRequest, CallToolRequestParams, CallToolResult, PaginatedRequestParams
 
 from conftest import TOKEN
 
@@ -355,6 +356,116 @@ def test_a_reconnect_resumes_the_stream(server):
         answer = next(a for a in answers if a.get("id") == 2)
         assert answer["result"]["structuredContent"]["stdout"] == "done\n"
         assert http.delete(server.url + "/mcp", headers=headers).status_code < 300
+
+
+def test_a_client_that_reconnects_gets_the_answer_of_a_call_that_ended_meanwhile(server):
+    """Issue 32, with the SDK's own resumption: a client leaves in the middle
+    of a call with the call's resumption token; the call ends while it is
+    away; a new client of the same session resumes with the token and gets
+    the call's answer (the SDK's session manager had forgotten it)."""
+    go = server.base / "go"
+    arguments = {"command": f"while [ ! -f {go} ]; do sleep 0.02; done; echo done", "shell": True}
+    request = CallToolRequest(params=CallToolRequestParams(name="run", arguments=arguments))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def main():
+        session_ids, tokens, token_seen = [], [], anyio.Event()
+
+        async def remember_session(response):
+            if "mcp-session-id" in response.headers:
+                session_ids.append(response.headers["mcp-session-id"])
+
+        async def on_token(token):
+            tokens.append(token)
+            token_seen.set()
+
+        hooks = {"response": [remember_session]}
+        async with httpx2.AsyncClient(headers=auth, timeout=30, event_hooks=hooks) as http:
+            async with streamable_http_client(server.url + "/mcp", http_client=http, terminate_on_close=False) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    async with anyio.create_task_group() as tg:
+                        metadata = ClientMessageMetadata(on_resumption_token_update=on_token)
+                        tg.start_soon(lambda: s.send_request(request, CallToolResult, metadata=metadata))
+                        await token_seen.wait()
+                        tg.cancel_scope.cancel()
+        # The client is gone; the command ends and its answer is made while nobody listens.
+        go.write_text("")
+        deadline = time.monotonic() + 20
+        while 'method="MCP" tool="run" status=200' not in server.log():
+            assert time.monotonic() < deadline, "the call never ended"
+            await anyio.sleep(0.02)
+        headers = {**auth, "mcp-session-id": session_ids[0], "mcp-protocol-version": "2025-06-18"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            async with streamable_http_client(server.url + "/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as s:
+                    metadata = ClientMessageMetadata(resumption_token=tokens[-1])
+                    with anyio.fail_after(20):
+                        result = await s.send_request(request, CallToolResult, metadata=metadata)
+        assert result.structured_content["stdout"] == "done\n", result
+        assert result.structured_content["exit_code"] == 0
+
+    run(main)
+
+
+def test_a_resume_from_further_back_than_held_raises_with_the_count_lost(server):
+    """Issue 32: a call's resumption token older than its stream's ring (256
+    messages) is answered with an explicit error the SDK raises, counting the
+    messages lost, not with the held ones as if nothing were missing."""
+    marker, go = server.base / "printed", server.base / "go"
+    command = f"seq 1 400; touch {marker}; while [ ! -f {go} ]; do sleep 0.02; done"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def main():
+        session_ids, tokens, token_seen = [], [], anyio.Event()
+
+        async def remember_session(response):
+            if "mcp-session-id" in response.headers:
+                session_ids.append(response.headers["mcp-session-id"])
+
+        async def on_token(token):
+            tokens.append(token)
+            token_seen.set()
+
+        async def progress(*_):
+            pass
+
+        hooks = {"response": [remember_session]}
+        request = CallToolRequest(params=CallToolRequestParams(name="run", arguments={"command": command, "shell": True}))
+        async with httpx2.AsyncClient(headers=auth, timeout=30, event_hooks=hooks) as http:
+            async with streamable_http_client(server.url + "/mcp", http_client=http, terminate_on_close=False) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    async with anyio.create_task_group() as tg:
+                        metadata = ClientMessageMetadata(on_resumption_token_update=on_token)
+                        tg.start_soon(lambda: s.send_request(request, CallToolResult, metadata=metadata, progress_callback=progress))
+                        await token_seen.wait()
+                        tg.cancel_scope.cancel()
+        stream = tokens[0].split(":")[0]
+        headers = {**auth, "mcp-session-id": session_ids[0], "mcp-protocol-version": "2025-06-18"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            # Wait until the 400 lines were sent (a resume after an event not sent yet is 400).
+            deadline = time.monotonic() + 20
+            probe = {"Accept": "text/event-stream", "Last-Event-ID": f"{stream}:401"}
+            while True:
+                async with http.stream("GET", server.url + "/mcp", headers=probe) as response:
+                    if response.status_code != 400:
+                        break
+                assert time.monotonic() < deadline, "the lines were never sent"
+                await anyio.sleep(0.02)
+            async with streamable_http_client(server.url + "/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as s:
+                    metadata = ClientMessageMetadata(resumption_token=tokens[0])
+                    with anyio.fail_after(20), pytest.raises(MCPError) as raised:
+                        await s.send_request(request, CallToolResult, metadata=metadata)
+        go.write_text("")
+        error = raised.value.error
+        seq = int(tokens[0].split(":")[1])
+        assert error.code == -32030 and error.data["code"] == "data_loss", error
+        assert (error.data["lost"], error.data["held"]) == (401 - 256 - seq, 256), error
+        assert "no longer held" in error.message
+
+    run(main)
 
 
 def test_sessions_are_a_share_per_identity(make_server, tmp_path):

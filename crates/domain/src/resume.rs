@@ -8,9 +8,10 @@
 //! [`Registry`] (ids that never repeat those of an earlier daemon, found
 //! only by their owner) and count their connections with a [`Presence`]
 //! (how long no client has been attached, which connection is the newest).
-//! Streams of events keep them in a [`Ring`] (bounded, numbered, exact gaps):
-//! `/files/watch` (`fs::watch_runs`) and envd's `WatchDir` watches
-//! (`envd::dir_watches`). Clients name a position with a cursor of numbers
+//! Streams of events keep them in a [`Ring`] (bounded in count and bytes,
+//! numbered, exact gaps): `/files/watch` (`fs::watch_runs`), envd's
+//! `WatchDir` watches (`envd::dir_watches`) and the streams of an MCP
+//! session (`http::mcp::streams`). Clients name a position with a cursor of numbers
 //! joined by `:`, read by [`parse_cursor`].
 
 use std::collections::HashMap;
@@ -172,6 +173,10 @@ struct Held<T> {
     /// Sequence number of the oldest held item.
     first: u64,
     items: std::collections::VecDeque<T>,
+    /// The size of each held item, as its producer counted it (0 when not counted).
+    sizes: std::collections::VecDeque<usize>,
+    /// The sum of `sizes`.
+    bytes: usize,
     /// Whether the last item is in (nothing comes after it).
     ended: bool,
 }
@@ -180,18 +185,36 @@ impl<T> Held<T> {
     fn next(&self) -> u64 {
         self.first + self.items.len() as u64
     }
+
+    /// How many of the oldest items a push of an item of `size` bytes
+    /// evicts: past `capacity` items or `max_bytes` bytes (the new item is
+    /// always kept, even alone over the bytes).
+    fn evicted_by(&self, size: usize, capacity: usize, max_bytes: usize) -> usize {
+        let mut evicted = self.items.len().saturating_sub(capacity - 1);
+        let mut bytes = self.bytes - self.sizes.iter().take(evicted).sum::<usize>();
+        for held in self.sizes.iter().skip(evicted) {
+            if bytes.saturating_add(size) <= max_bytes {
+                break;
+            }
+            bytes -= held;
+            evicted += 1;
+        }
+        evicted
+    }
 }
 
 /// A bounded ring of items numbered from 1, for streams of events that a
-/// client resumes by sequence number. It never waits: when full, the
-/// oldest item goes, and a reader that asks for an item no longer held is
-/// told exactly how many it missed ([`Slot::Gap`]). A producer that may be
-/// held back waits for [`Ring::room`] before pushing.
+/// client resumes by sequence number. It never waits: when full (in items,
+/// or in bytes for items pushed with their size), the oldest items go, and
+/// a reader that asks for an item no longer held is told exactly how many
+/// it missed ([`Slot::Gap`]). A producer that may be held back waits for
+/// [`Ring::room`] (or [`Ring::room_for`]) before pushing.
 #[derive(Debug)]
 pub struct Ring<T> {
     capacity: usize,
+    max_bytes: usize,
     held: Mutex<Held<T>>,
-    /// The next sequence number, sent on every push.
+    /// The next sequence number, sent on every push (`u64::MAX` once ended).
     pushed: watch::Sender<u64>,
     /// The position of the reader that holds the producer back ([`Ring::room`]).
     read: watch::Sender<u64>,
@@ -200,9 +223,24 @@ pub struct Ring<T> {
 impl<T: Clone> Ring<T> {
     /// An empty ring holding at most `capacity` items (at least one).
     pub fn new(capacity: usize) -> Self {
+        Ring::with_bytes(capacity, usize::MAX)
+    }
+
+    /// An empty ring holding at most `capacity` items and, of the items
+    /// pushed with [`Ring::push_sized`], `max_bytes` bytes (its newest item
+    /// is kept whatever its size).
+    pub fn with_bytes(capacity: usize, max_bytes: usize) -> Self {
+        let held = Held {
+            first: 1,
+            items: std::collections::VecDeque::new(),
+            sizes: std::collections::VecDeque::new(),
+            bytes: 0,
+            ended: false,
+        };
         Ring {
             capacity: capacity.max(1),
-            held: Mutex::new(Held { first: 1, items: std::collections::VecDeque::new(), ended: false }),
+            max_bytes,
+            held: Mutex::new(held),
             pushed: watch::channel(1).0,
             read: watch::channel(1).0,
         }
@@ -215,19 +253,41 @@ impl<T: Clone> Ring<T> {
     /// Adds an item (`last`: nothing comes after it), evicting the oldest
     /// when full. An item after the last one is ignored.
     pub fn push(&self, item: T, last: bool) {
+        self.push_sized(item, 0, last);
+    }
+
+    /// Adds an item of `size` bytes (`last`: nothing comes after it),
+    /// evicting the oldest items past the ring's count or bytes. An item
+    /// after the last one is ignored.
+    pub fn push_sized(&self, item: T, size: usize, last: bool) {
         let mut held = self.held();
         if held.ended {
             return;
         }
         held.ended = last;
-        if held.items.len() >= self.capacity {
+        for _ in 0..held.evicted_by(size, self.capacity, self.max_bytes) {
             held.items.pop_front();
+            held.bytes -= held.sizes.pop_front().unwrap_or_default();
             held.first += 1;
         }
         held.items.push_back(item);
-        let next = held.next();
+        held.sizes.push_back(size);
+        held.bytes += size;
+        let next = if last { u64::MAX } else { held.next() };
         drop(held);
         self.pushed.send_replace(next);
+    }
+
+    /// Ends the ring without a last item: nothing more is pushed.
+    pub fn end(&self) {
+        self.held().ended = true;
+        self.pushed.send_replace(u64::MAX);
+    }
+
+    /// The items and bytes held now.
+    pub fn held_now(&self) -> (usize, usize) {
+        let held = self.held();
+        (held.items.len(), held.bytes)
     }
 
     /// The sequence number the next item gets.
@@ -249,9 +309,14 @@ impl<T: Clone> Ring<T> {
         }
     }
 
-    /// Resolves once an item at `seq` or later was pushed.
+    /// Resolves once an item at `seq` or later was pushed, or the ring ended.
     pub async fn grown_past(&self, seq: u64) {
         let _ = self.pushed.subscribe().wait_for(|next| *next > seq).await;
+    }
+
+    /// The position the reader holding the producer back reads next (1 before any).
+    pub fn read_mark(&self) -> u64 {
+        *self.read.borrow()
     }
 
     /// Records that the reader holding the producer back reads `seq` next.
@@ -266,11 +331,18 @@ impl<T: Clone> Ring<T> {
     /// Resolves once a push would evict no item the holding reader has not
     /// read (the ring has room, or its oldest item was read).
     pub async fn room(&self) {
+        self.room_for(0).await;
+    }
+
+    /// Resolves once a push of an item of `size` bytes would evict no item
+    /// the holding reader has not read.
+    pub async fn room_for(&self, size: usize) {
         let mut read = self.read.subscribe();
         loop {
             {
                 let held = self.held();
-                if held.items.len() < self.capacity || *read.borrow_and_update() > held.first {
+                let evicted = held.evicted_by(size, self.capacity, self.max_bytes) as u64;
+                if evicted == 0 || *read.borrow_and_update() >= held.first + evicted {
                     return;
                 }
             }
@@ -349,6 +421,29 @@ mod tests {
         let open = Ring::new(2);
         open.push("a", false);
         assert_eq!(open.get(2), Slot::Pending);
+    }
+
+    #[tokio::test]
+    async fn a_ring_bounded_in_bytes_evicts_until_the_new_item_fits_and_keeps_it_whatever_its_size() {
+        let ring = Ring::with_bytes(10, 100);
+        for i in 1..=4 {
+            ring.push_sized(i, 30, false);
+        }
+        assert_eq!((ring.get(1), ring.get(2)), (Slot::Gap(1), Slot::Item(2)), "90 bytes after evicting one");
+        assert_eq!(ring.held_now(), (3, 90));
+        ring.push_sized(5, 500, false);
+        assert_eq!((ring.get(4), ring.get(5), ring.held_now()), (Slot::Gap(1), Slot::Item(5), (1, 500)));
+        // A reader that has not read item 5 holds back a push that would evict it.
+        ring.mark_read(5);
+        let waiting = tokio::time::timeout(Duration::from_millis(50), ring.room_for(1)).await;
+        assert!(waiting.is_err(), "the unread item would be evicted");
+        ring.mark_read(6);
+        tokio::time::timeout(Duration::from_secs(5), ring.room_for(1)).await.expect("room once read");
+        ring.end();
+        assert_eq!(ring.get(6), Slot::Ended);
+        tokio::time::timeout(Duration::from_secs(5), ring.grown_past(6))
+            .await
+            .expect("an ended ring wakes its readers");
     }
 
     #[tokio::test]

@@ -20,15 +20,19 @@
 //! [`tools`] (each tool's description, schema and endpoint), `files.rs`,
 //! `process.rs`, `code.rs`, `system.rs` (the tools' bodies: thin calls into the
 //! handlers and domain modules of their endpoints), [`resources`], and
-//! `direct.rs` (quick tool calls answered without the SDK's session task).
+//! `direct.rs` (quick tool calls answered without the SDK's session task),
+//! [`streams`] (the session manager keeping every stream for a resume) and
+//! `kept.rs` (one kept stream: its ring, its producer, its connections).
 
 mod call;
 mod code;
 mod direct;
 mod files;
+mod kept;
 mod process;
 pub mod resources;
 pub mod server;
+pub mod streams;
 mod system;
 pub mod tools;
 
@@ -47,25 +51,24 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::error::ApiError;
 use super::extract::{read_body, BodyLimit};
 use super::AppState;
+use streams::{ResumeError, Sessions};
+
+/// The header naming the last event a resuming client has.
+const LAST_EVENT_ID: &str = "last-event-id";
 
 /// Legacy sessions one identity may hold open unless configured
 /// (`mcp_max_sessions`); its `initialize` beyond them is refused (429).
 pub const DEFAULT_MAX_SESSIONS: usize = 32;
 /// A legacy session with no request for this long is closed.
 const SESSION_IDLE: Duration = Duration::from_secs(600);
-/// Messages of each of a session's streams the SDK keeps for a resume
-/// (`Last-Event-ID`); its default, 16, lost most of a `run`'s progress
-/// notifications made while a client was away. It also bounds what waits
-/// for a slow reader before the session is held back.
-const RESUME_MESSAGES: usize = 256;
 /// The header naming a legacy session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-type Service = StreamableHttpService<server::McpServer, LocalSessionManager>;
+type Service = StreamableHttpService<server::McpServer, Sessions>;
 
 /// The MCP endpoint's state: built by its first request.
 pub struct Mcp {
-    service: OnceLock<(Service, Arc<LocalSessionManager>)>,
+    service: OnceLock<(Service, Arc<Sessions>)>,
     /// Who opened each live legacy session.
     owners: Mutex<HashMap<String, Owner>>,
     /// Legacy sessions one identity may hold open.
@@ -90,12 +93,13 @@ impl Mcp {
         Mcp { service: OnceLock::new(), owners: Mutex::default(), max_per_identity }
     }
 
-    fn service(&self, app: &AppState) -> &(Service, Arc<LocalSessionManager>) {
+    fn service(&self, app: &AppState) -> &(Service, Arc<Sessions>) {
         self.service.get_or_init(|| {
-            let mut sessions = LocalSessionManager::default();
-            sessions.session_config.keep_alive = Some(SESSION_IDLE);
-            sessions.session_config.channel_capacity = RESUME_MESSAGES;
-            let sessions = Arc::new(sessions);
+            // The SDK's own cache per stream (its `channel_capacity`, default
+            // 16) no longer serves resumes: `streams` keeps each stream.
+            let mut local = LocalSessionManager::default();
+            local.session_config.keep_alive = Some(SESSION_IDLE);
+            let sessions = Arc::new(Sessions::new(local));
             let config = StreamableHttpServerConfig::default()
                 .disable_allowed_hosts()
                 .with_cancellation_token(app.shutdown.child_token())
@@ -131,7 +135,7 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
     if method == Method::POST && session.is_none() {
         // Each identity has its own share: one that opened its quota cannot lock out another.
         let held = {
-            let live = sessions.sessions.read().await;
+            let live = sessions.local().sessions.read().await;
             let mut owners = app.mcp.owners();
             owners.retain(|known, _| live.keys().any(|s| s.as_ref() == known.as_str()));
             owners.values().filter(|owner| owner.identity == identity).count()
@@ -149,7 +153,13 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
     // The body is read here, within the endpoint's limit, as every JSON body is.
     let limit = parts.extensions.get::<BodyLimit>().map_or(super::DEFAULT_MAX_REQUEST_BYTES, |l| l.0);
     let bytes = read_body(body, limit).await?;
-    if let Some(answer) = direct::answer(&app, sessions, grant.identity_arc(), &parts, &bytes).await {
+    if let (Some(id), Some(last)) = (&session, parts.headers.get(LAST_EVENT_ID)) {
+        if method == Method::GET {
+            let last = last.to_str().unwrap_or_default();
+            sessions.check_resume(id, last).map_err(resume_refused)?;
+        }
+    }
+    if let Some(answer) = direct::answer(&app, sessions.local(), grant.identity_arc(), &parts, &bytes).await {
         return Ok(answer);
     }
     parts.extensions.insert(app.clone());
@@ -197,9 +207,20 @@ async fn transport_error(response: Response) -> ApiError {
     ApiError::new(status, message, "ValueError")
 }
 
+/// A `Last-Event-ID` the session never gave (400), or naming a stream
+/// forgotten so long ago that not even its count is kept (410).
+fn resume_refused(error: ResumeError) -> ApiError {
+    match error {
+        ResumeError::Forgotten(_) => {
+            ApiError::new(StatusCode::GONE, error.to_string(), "ValueError").with_code("data_loss")
+        }
+        ResumeError::Malformed(_) | ResumeError::Future(_) => ApiError::bad_request(error.to_string()),
+    }
+}
+
 /// Records the owner of a new session, forgetting sessions that ended.
-async fn remember(app: &AppState, sessions: &LocalSessionManager, id: String, identity: String) {
-    let live = sessions.sessions.read().await;
+async fn remember(app: &AppState, sessions: &Sessions, id: String, identity: String) {
+    let live = sessions.local().sessions.read().await;
     let mut owners = app.mcp.owners();
     owners.retain(|known, _| live.keys().any(|s| s.as_ref() == known.as_str()));
     owners.insert(id, Owner { identity, touched: Instant::now() });
