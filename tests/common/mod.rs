@@ -9,6 +9,7 @@
 pub mod agents;
 pub mod cgroup;
 pub mod envd;
+pub mod mcp;
 pub mod ndjson;
 pub mod sse;
 
