@@ -47,7 +47,7 @@ mod tests {
     #[test]
     fn the_docs_table_is_the_table() {
         let (start, end) = ("<!-- powers-table:start -->\n", "<!-- powers-table:end -->");
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/policy.md");
         let page = std::fs::read_to_string(path).expect("docs/policy.md");
         let table = powers_table().expect("table");
         let from = page.find(start).expect("start marker") + start.len();
