@@ -28,10 +28,11 @@ use abx_domain::code::executions::{Attached, Delivery, Executions};
 use abx_domain::code::{CodeError, CodeInterpreter};
 use abx_domain::policy::{owner, Grant, Viewer};
 use abx_wire::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
@@ -69,12 +70,12 @@ pub fn router(state: CodeState) -> Router {
         }
     }
     router
-        .fallback(|| async { TextError::new(StatusCode::NOT_FOUND, "Not found") })
-        .method_not_allowed_fallback(|| async { TextError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed") })
+        .fallback(|| async { TextError::new(Fault::RouteNotFound, "Not found") })
+        .method_not_allowed_fallback(|| async { TextError::new(Fault::MethodNotAllowed, "Method not allowed") })
         .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("a code-port handler panicked");
-            TextError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error").into_response()
+            TextError::new(Fault::Internal, "Internal server error").into_response()
         }))
         .with_state(state)
 }

@@ -8,6 +8,7 @@ use abx_domain::process::registry::SlotKind;
 use abx_domain::process::{run as runner, ExecKind};
 use abx_wire::api::process::OutputQuery;
 use abx_wire::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::Limit;
 use axum::extract::{Path, State};
 use rmcp::model::ProgressNotificationParam;
@@ -99,8 +100,7 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
 }
 
 fn cancelled_error() -> ApiError {
-    ApiError::new(axum::http::StatusCode::BAD_REQUEST, "Cancelled by the client", "CancelledError")
-        .with_code("cancelled")
+    ApiError::of(Fault::Cancelled, "Cancelled by the client")
 }
 
 /// `start`: `POST /process/start` (output always captured for `output`).

@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::http::envd::connect::{self, Code, ConnectError};
+use crate::http::envd::connect::{self, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 
 /// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
@@ -92,25 +92,9 @@ fn with_hint(denial: &Denial, hint: &str) -> String {
     }
 }
 
-/// The Connect code of a refusal.
+/// The Connect error of a refusal: its row's Connect code.
 pub(crate) fn connect_error(denial: &Denial) -> ConnectError {
-    let code = match denial {
-        Denial::Unauthorized => Code::Unauthenticated,
-        Denial::EndpointDisabled { .. } => Code::PermissionDenied,
-        Denial::RateLimited { .. }
-        | Denial::AuthThrottled { .. }
-        | Denial::ConcurrencyLimited
-        | Denial::PayloadTooLarge { .. } => Code::ResourceExhausted,
-        other => match other.status() {
-            401 => Code::Unauthenticated,
-            400 => Code::InvalidArgument,
-            404 => Code::NotFound,
-            429 | 413 => Code::ResourceExhausted,
-            500.. => Code::Internal,
-            _ => Code::PermissionDenied,
-        },
-    };
-    ConnectError::new(code, with_hint(denial, "send a valid access token in X-Access-Token"))
+    ConnectError::new(denial.fault().connect(), with_hint(denial, "send a valid access token in X-Access-Token"))
 }
 
 #[cfg(test)]
@@ -127,13 +111,17 @@ mod tests {
         let content_type = response.headers()[header::CONTENT_TYPE].to_str().unwrap_or("").to_string();
         let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
         let json = if streaming { serde_json::from_slice(&body[5..]) } else { serde_json::from_slice(&body) };
-        (status, json.expect("JSON"), content_type)
+        let text = serde_json::Value::String(String::from_utf8_lossy(&body).into_owned());
+        (status, json.unwrap_or(text), content_type)
     }
 
     #[tokio::test]
     async fn each_port_renders_a_denial_in_its_protocol() {
-        let disabled =
-            || Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:groups.process".into() };
+        let disabled = || Denial::EndpointDisabled {
+            message: "off".into(),
+            rule: "preset:read-only:groups.process".into(),
+            power: false,
+        };
         let (status, body, _) = rendered("shell", false, disabled()).await;
         assert_eq!(
             (status, body["code"].as_str(), body["endpoint"].as_str()),
@@ -151,6 +139,13 @@ mod tests {
             (status, body["code"].as_str(), body["rule"].as_str()),
             (403, Some("endpoint_disabled"), Some("preset:read-only:groups.process"))
         );
-        assert_eq!(connect_error(&Denial::RateLimited { retry_after: 1 }).code, Code::ResourceExhausted);
+        let closed = Denial::EndpointDisabled { message: "closed".into(), rule: "p".into(), power: true };
+        let (status, body, _) = rendered("shell", false, closed).await;
+        assert_eq!(
+            (status, body["code"].as_str(), body["type"].as_str()),
+            (403, Some("endpoint_disabled"), Some("ValueError"))
+        );
+        let limited = connect_error(&Denial::RateLimited { retry_after: 1 }).code;
+        assert_eq!(limited, connect::Code::ResourceExhausted);
     }
 }

@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use abx_wire::api::Fault;
 use tokio::time::Instant;
 
 use super::language::{find_program, Interpreters};
@@ -75,6 +76,18 @@ pub enum RunError {
     /// Another start failure.
     #[error("cannot start the {0} interpreter")]
     Spawn(String, #[source] std::io::Error),
+}
+
+impl RunError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            RunError::TimedOut(_) => Fault::RunTimeout,
+            RunError::RuntimeNotFound(_) => Fault::RuntimeNotFound,
+            RunError::TooLarge => Fault::BadRequest,
+            RunError::Spawn(..) => Fault::Internal,
+        }
+    }
 }
 
 /// Runs `spec` to completion.
