@@ -18,8 +18,9 @@
 //! `X-Access-Token`, or envd's access token), and running code is process
 //! execution, so `process_start`'s rule governs `execute` and contexts
 //! (`read-only` turns them off; its scopes, limits and path rules for a
-//! context's `cwd` apply). A refusal at the door is a JSON body with `detail`.
+//! context's `cwd` apply). A refusal at the door is plain text too.
 
+use abx_wire::api::Fault;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,6 @@ use abx_domain::code::executions::{Attached, Delivery, Executions};
 use abx_domain::code::{CodeError, CodeInterpreter};
 use abx_domain::policy::{owner, Grant, Viewer};
 use abx_wire::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, OutputLine};
-use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};

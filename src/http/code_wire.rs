@@ -2,8 +2,8 @@
 //! checks them: a body that is not JSON, not an object, lacks a required
 //! field or has a field of the wrong type is answered 422 with a JSON
 //! `detail` list (`type`, `loc`, `msg`, `input`), the validation error
-//! format of the `e2b-code-interpreter` SDK's server. Other errors are
-//! plain text ([`TextError`]).
+//! format of the `e2b-code-interpreter` SDK's server. Every other error,
+//! a refusal at the door included, is plain text ([`TextError`]).
 
 use abx_domain::code::CodeError;
 use abx_domain::policy::{Denial, Grant, Op};
@@ -19,8 +19,10 @@ use serde_json::{json, Map, Value};
 
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 
-/// A handler's error answer on the code port: plain text, as the
-/// code-interpreter server answers its refusals, with the error table's status.
+/// Every error answer of the code port but a validation error: plain text,
+/// as the code-interpreter server answers its refusals and as both clients
+/// read them (the message of their exception is the body's text). The
+/// status is the error table's, or the one the door chose for a refusal.
 #[derive(Debug)]
 pub struct TextError {
     status: StatusCode,
@@ -32,6 +34,12 @@ impl TextError {
     pub fn new(fault: Fault, message: impl Into<String>) -> Self {
         let status = StatusCode::from_u16(fault.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         TextError { status, message: message.into() }
+    }
+
+    /// Replaces the status (the door answers a switched-off endpoint with 403).
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
     }
 
     /// Its status and text (what an MCP tool error shows).

@@ -1,8 +1,8 @@
 //! One [`Denial`], rendered at the edge in the protocol of the port that
 //! refused it: the reference's JSON error on the API and PTY ports, a
 //! Connect error on envd's Connect routes (an end-of-stream message for a
-//! streaming call), envd's `{"code", "message"}` on its plain routes, and a
-//! JSON body with `detail` on the code port.
+//! streaming call), envd's `{"code", "message"}` on its plain routes, and
+//! plain text on the code port (as every error of that port).
 
 use abx_domain::policy::Denial;
 use abx_wire::api::envd::http::HttpError;
@@ -11,6 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::http::code_wire::TextError;
 use crate::http::envd::connect::{self, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 
@@ -40,16 +41,8 @@ pub(super) fn render(endpoint: &Endpoint, headers: &HeaderMap, denial: Denial, c
             http_error(status, message)
         }
         Port::Code => {
-            let status = other_port_status(&denial);
             let message = with_hint(&denial, "send the server token as a bearer token or in X-Access-Token");
-            let mut body = serde_json::json!({"detail": message, "code": code, "endpoint": endpoint.id});
-            match &denial {
-                Denial::EndpointDisabled { rule, .. } => body["rule"] = rule.clone().into(),
-                Denial::MissingScope { scope, .. } => body["scope"] = scope.clone().into(),
-                Denial::PayloadTooLarge { limit, .. } => body["limit"] = (*limit).into(),
-                _ => {}
-            }
-            (status, Json(body)).into_response()
+            TextError::new(denial.fault(), message).with_status(other_port_status(&denial)).into_response()
         }
     };
     response.extensions_mut().insert(ErrorCode(code.to_string()));
@@ -134,11 +127,9 @@ mod tests {
         assert_eq!(body["error"]["code"], "permission_denied");
         let (status, body, _) = rendered("envd_files_write", false, Denial::Unauthorized).await;
         assert_eq!((status, body["code"].as_u64()), (401, Some(401)));
-        let (status, body, _) = rendered("code_execute", false, disabled()).await;
-        assert_eq!(
-            (status, body["code"].as_str(), body["rule"].as_str()),
-            (403, Some("endpoint_disabled"), Some("preset:read-only:groups.process"))
-        );
+        let (status, body, media) = rendered("code_execute", false, disabled()).await;
+        assert_eq!((status, media.as_str()), (403, "text/plain; charset=utf-8"));
+        assert_eq!(body, "off", "the code port answers every error in plain text");
         let closed = Denial::EndpointDisabled { message: "closed".into(), rule: "p".into(), power: true };
         let (status, body, _) = rendered("shell", false, closed).await;
         assert_eq!(
