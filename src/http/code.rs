@@ -10,9 +10,9 @@ use abx_domain::code::oneshot::{
 use abx_domain::policy::{Denial, Grant, LimitValue, Op, ParamValue};
 use abx_domain::pyrepr;
 use abx_wire::api::code::{CodeRunResult, GitDiff, GitQuery, GitStatus};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Limit, Param};
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{Map, Value};
 
@@ -44,7 +44,7 @@ pub async fn code_run(
     if let Some(ParamValue::Strings(allowed)) = grant.param(Param::Languages) {
         if !allowed.iter().any(|l| l.to_lowercase() == language) {
             let message = format!("Language '{language}' is not permitted by policy");
-            return Err(Denial::forbidden("language_not_allowed", message).into());
+            return Err(Denial::new(Fault::LanguageNotAllowed, message).into());
         }
     }
     let mut timeout = requested_timeout(body.get("timeout"));
@@ -108,7 +108,7 @@ pub async fn git_diff(
         }
         None if !grant.rule().deny.is_empty() => {
             let message = "A 'file' filter is required while path deny rules are configured";
-            return Err(Denial::forbidden("path_denied", message).into());
+            return Err(Denial::new(Fault::PathDenied, message).into());
         }
         None => {}
     }
@@ -122,33 +122,21 @@ pub async fn git_diff(
 
 impl From<RunError> for ApiError {
     fn from(e: RunError) -> Self {
-        match e {
-            RunError::TimedOut(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, e.to_string(), "TimeoutError"),
-            RunError::RuntimeNotFound(_) => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), "FileNotFoundError")
-            }
-            RunError::TooLarge => ApiError::bad_request(e.to_string()),
-            RunError::Spawn(language, source) => {
-                tracing::error!(language, error = %source, "cannot start a /code/run interpreter");
-                ApiError::internal()
-            }
+        if let RunError::Spawn(language, source) = &e {
+            tracing::error!(language, error = %source, "cannot start a /code/run interpreter");
+            return ApiError::internal();
         }
+        ApiError::of(e.fault(), e.to_string())
     }
 }
 
 impl From<GitError> for ApiError {
     fn from(e: GitError) -> Self {
-        match e {
-            GitError::Failed(_) => ApiError::new(StatusCode::BAD_REQUEST, e.to_string(), "GitError"),
-            GitError::NotInstalled => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), "FileNotFoundError")
-            }
-            GitError::TimedOut(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, e.to_string(), "TimeoutError"),
-            GitError::Spawn(source) => {
-                tracing::error!(error = %source, "cannot start git");
-                ApiError::internal()
-            }
+        if let GitError::Spawn(source) = &e {
+            tracing::error!(error = %source, "cannot start git");
+            return ApiError::internal();
         }
+        ApiError::of(e.fault(), e.to_string())
     }
 }
 

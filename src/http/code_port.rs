@@ -18,8 +18,9 @@
 //! `X-Access-Token`, or envd's access token), and running code is process
 //! execution, so `process_start`'s rule governs `execute` and contexts
 //! (`read-only` turns them off; its scopes, limits and path rules for a
-//! context's `cwd` apply). A refusal at the door is a JSON body with `detail`.
+//! context's `cwd` apply). A refusal at the door is plain text too.
 
+use abx_wire::api::Fault;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ use abx_wire::api::code::{ContextInfo, CreateContextRequest, ExecuteRequest, Out
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
@@ -69,12 +70,12 @@ pub fn router(state: CodeState) -> Router {
         }
     }
     router
-        .fallback(|| async { TextError::new(StatusCode::NOT_FOUND, "Not found") })
-        .method_not_allowed_fallback(|| async { TextError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed") })
+        .fallback(|| async { TextError::new(Fault::RouteNotFound, "Not found") })
+        .method_not_allowed_fallback(|| async { TextError::new(Fault::MethodNotAllowed, "Method not allowed") })
         .layer(KeepAliveLayer)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             tracing::error!("a code-port handler panicked");
-            TextError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error").into_response()
+            TextError::new(Fault::Internal, "Internal server error").into_response()
         }))
         .with_state(state)
 }

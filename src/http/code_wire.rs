@@ -2,12 +2,13 @@
 //! checks them: a body that is not JSON, not an object, lacks a required
 //! field or has a field of the wrong type is answered 422 with a JSON
 //! `detail` list (`type`, `loc`, `msg`, `input`), the validation error
-//! format of the `e2b-code-interpreter` SDK's server. Other errors are
-//! plain text ([`TextError`]).
+//! format of the `e2b-code-interpreter` SDK's server. Every other error,
+//! a refusal at the door included, is plain text ([`TextError`]).
 
 use abx_domain::code::CodeError;
 use abx_domain::policy::{Denial, Grant, Op};
 use abx_wire::api::code::{CreateContextRequest, ExecuteRequest};
+use abx_wire::api::Fault;
 use axum::body::to_bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -18,25 +19,38 @@ use serde_json::{json, Map, Value};
 
 use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 
-/// A plain-text error answer.
+/// Every error answer of the code port but a validation error: plain text,
+/// as the code-interpreter server answers its refusals and as both clients
+/// read them (the message of their exception is the body's text). The
+/// status is the error table's, or the one the door chose for a refusal.
 #[derive(Debug)]
-pub struct TextError(StatusCode, String);
+pub struct TextError {
+    status: StatusCode,
+    message: String,
+}
 
 impl TextError {
-    /// An answer with this status and text.
-    pub fn new(status: StatusCode, text: impl Into<String>) -> Self {
-        TextError(status, text.into())
+    /// The answer of the table's row `fault`, with `message`.
+    pub fn new(fault: Fault, message: impl Into<String>) -> Self {
+        let status = StatusCode::from_u16(fault.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        TextError { status, message: message.into() }
+    }
+
+    /// Replaces the status (the door answers a switched-off endpoint with 403).
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
     }
 
     /// Its status and text (what an MCP tool error shows).
     pub fn parts(&self) -> (StatusCode, &str) {
-        (self.0, &self.1)
+        (self.status, &self.message)
     }
 }
 
 impl IntoResponse for TextError {
     fn into_response(self) -> Response {
-        let mut response = (self.0, self.1).into_response();
+        let mut response = (self.status, self.message).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         response
     }
@@ -44,27 +58,13 @@ impl IntoResponse for TextError {
 
 impl From<Denial> for TextError {
     fn from(denial: Denial) -> Self {
-        TextError(StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN), denial.to_string())
+        TextError::new(denial.fault(), denial.to_string())
     }
 }
 
 impl From<CodeError> for TextError {
     fn from(e: CodeError) -> Self {
-        let status = match &e {
-            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } | CodeError::ExecutionNotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
-            CodeError::UnsupportedLanguage(_)
-            | CodeError::ContextAndLanguage
-            | CodeError::InvalidCwd { .. }
-            | CodeError::BadCursor(_)
-            | CodeError::Invalid(_) => StatusCode::BAD_REQUEST,
-            CodeError::RuntimeMissing { .. } => StatusCode::NOT_IMPLEMENTED,
-            CodeError::TooManyContexts(_) | CodeError::TooManyExecutions(_) => StatusCode::TOO_MANY_REQUESTS,
-            CodeError::StartFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            CodeError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        TextError(status, e.to_string())
+        TextError::new(e.fault(), e.to_string())
     }
 }
 
@@ -137,7 +137,7 @@ pub fn commands_unrestricted(grant: &Grant) -> Result<(), TextError> {
     let restricted = abx_domain::policy::guards::commands::command_guard(grant).map_or(true, |g| !g.is_empty());
     if restricted {
         let message = "Code execution is not permitted while the policy restricts commands";
-        return Err(Denial::forbidden("shell_not_allowed", message).into());
+        return Err(Denial::new(Fault::ShellNotAllowed, message).into());
     }
     Ok(())
 }
@@ -164,7 +164,7 @@ impl<T: Checked, S: Send + Sync> FromRequest<S> for Payload<T> {
         let limit = usize::try_from(DEFAULT_MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
         let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| {
             Refusal::TooLarge(TextError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+                Fault::PayloadTooLarge,
                 format!("Request body too large; limit is {limit} bytes"),
             ))
         })?;

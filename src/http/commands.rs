@@ -3,10 +3,9 @@
 //! error bodies.
 
 use abx_domain::commands::{self, CommandError};
-use abx_domain::policy::{Denial, Grant};
+use abx_domain::policy::Grant;
 use abx_wire::api::{CommandList, CommandResult};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{Map, Value};
 
@@ -41,22 +40,14 @@ pub async fn run(
 
 impl From<CommandError> for ApiError {
     fn from(err: CommandError) -> Self {
-        let message = err.to_string();
-        let server = |kind: &str| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message.clone(), kind);
+        let error = ApiError::of(err.fault(), err.to_string());
         match &err {
-            CommandError::NotFound { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, message, "ValueError").with_code("command_not_found")
-            }
-            CommandError::MissingScope(_) => Denial::forbidden("missing_scope", message).into(),
-            CommandError::Arguments(e) => ApiError::new(StatusCode::BAD_REQUEST, message, e.error_type()),
-            CommandError::Failed { error_type, .. } => server(error_type).with_code("command_failed"),
-            CommandError::Timeout { .. } => server("TimeoutError").with_code("timeout"),
-            CommandError::TooMuchOutput { .. } => server("RuntimeError").with_code("output_too_large"),
-            CommandError::InvalidOutput { .. } => server("RuntimeError").with_code("invalid_output"),
+            CommandError::Failed { error_type, .. } => error.with_type(error_type.as_str()),
             CommandError::Start { source, .. } => {
                 tracing::error!(error = %source, "cannot start a registered command");
-                server("OSError").with_code("command_not_started")
+                error
             }
+            _ => error,
         }
     }
 }

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
+use abx_wire::api::Fault;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode};
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{Layer, ServiceExt};
 use tower_http::normalize_path::NormalizePathLayer;
 
+use super::error::ApiError;
 use super::limits::{ConnectionLimits, Priority};
 
 /// Where a connection stands among its port's connections.
@@ -263,14 +265,17 @@ impl AsyncWrite for TimedIo {
     }
 }
 
+/// The JSON body of a port's connection-limit refusal, the same on every
+/// port (it is written before any router runs): the error table's
+/// `connection_limit` row with `message`.
+pub(super) fn connection_limit(message: &str) -> String {
+    ApiError::of(Fault::ConnectionLimit, message).json()
+}
+
 /// The answer to a request a reserved connection may not serve.
 fn busy() -> Response<Body> {
-    let body = serde_json::json!({
-        "error": "Too many connections on this port; only /health and authenticated requests are served now",
-        "type": "ServiceUnavailable",
-        "code": "connection_limit",
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
+    let message = "Too many connections on this port; only /health and authenticated requests are served now";
+    let mut response = Response::new(Body::from(connection_limit(message)));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

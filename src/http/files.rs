@@ -1,5 +1,5 @@
 //! Handlers of the `file_ops` group that answer JSON: list, stat, mkdir,
-//! delete, move, search; and the one mapping of [`FsError`] to the wire.
+//! delete, move, search; and the API port's rendering of [`FsError`].
 //! Transfers, archives and watches are in `files_transfer.rs`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +15,6 @@ use abx_wire::api::files::{
 };
 use abx_wire::endpoints::Limit;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 use serde_json::Value;
 
@@ -31,44 +30,18 @@ const DEFAULT_SEARCH_SECONDS: f64 = 10.0;
 
 impl From<FsError> for ApiError {
     fn from(err: FsError) -> Self {
-        let conflict = |message: String, error_type: &str, code: &str| {
-            ApiError::new(StatusCode::CONFLICT, message, error_type).with_code(code)
-        };
-        let message = err.to_string();
         match err {
             FsError::Denied(denial) => ApiError::from(denial),
-            FsError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, message, "FileNotFoundError"),
-            FsError::Exists => conflict(message, "FileExistsError", "file_exists"),
-            FsError::IsADirectory(_) => conflict(message, "IsADirectoryError", "is_a_directory"),
-            FsError::NotADirectory(_) => conflict(message, "NotADirectoryError", "not_a_directory"),
-            FsError::Invalid(_) => ApiError::bad_request(message),
-            FsError::TooLarge { limit, .. } | FsError::ArchiveTooLarge { limit } => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError")
-                    .with_code("payload_too_large")
-                    .with_limit(limit)
-            }
-            FsError::TooManyWatches(_) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError").with_code("watch_limit")
-            }
-            FsError::Inflated { .. } => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError").with_code("payload_too_large")
-            }
-            FsError::NoSpace(_) => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, "OSError").with_code("insufficient_storage")
-            }
-            FsError::UploadNotFound(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, message, "FileNotFoundError").with_code("upload_not_found")
-            }
-            FsError::OffsetMismatch { .. } => conflict(message, "ValueError", "offset_mismatch"),
-            FsError::UploadBusy => conflict(message, "ValueError", "upload_busy"),
-            FsError::Interrupted => ApiError::bad_request(message).with_code("upload_interrupted"),
-            FsError::RangeNotSatisfiable { .. } => {
-                ApiError::new(StatusCode::RANGE_NOT_SATISFIABLE, message, "ValueError")
-                    .with_code("range_not_satisfiable")
-            }
             FsError::Internal { context, source } => {
                 tracing::error!(error = %source, "{context}");
                 ApiError::internal()
+            }
+            other => {
+                let error = ApiError::of(other.fault(), other.to_string());
+                match other.limit() {
+                    Some(limit) => error.with_limit(limit),
+                    None => error,
+                }
             }
         }
     }

@@ -190,8 +190,7 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
 
 /// A 503 written to a connection that is not read, then closed.
 pub(super) async fn refuse(mut tcp: TcpStream, message: &str) {
-    let body = serde_json::json!({"error": message, "type": "ServiceUnavailable", "code": "connection_limit"});
-    let body = body.to_string();
+    let body = conn::connection_limit(message);
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          retry-after: 1\r\nconnection: close\r\n\r\n",

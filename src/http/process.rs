@@ -23,7 +23,7 @@ use abx_wire::api::process::{
     SignalResult, Started, StdinRequest, StdinResult,
 };
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
@@ -45,28 +45,13 @@ pub trait IntoApiError {
 
 impl IntoApiError for ProcessError {
     fn into_api(self, endpoint: &str) -> ApiError {
-        let error = |status, message: String, error_type| ApiError::new(status, message, error_type);
         match self {
             ProcessError::Denied(denial) => ApiError::from(denial).with_endpoint(endpoint),
-            ProcessError::Invalid(message) => ApiError::bad_request(message),
-            ProcessError::Spawn { message, error_type } => {
-                error(StatusCode::INTERNAL_SERVER_ERROR, message, error_type).with_code("spawn_failed")
-            }
-            e @ ProcessError::Timeout(_) => {
-                error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), "TimeoutError").with_code("timeout")
-            }
-            e @ ProcessError::ProcessLimit(_) => {
-                error(StatusCode::TOO_MANY_REQUESTS, e.to_string(), "ResourceError").with_code("process_limit")
-            }
-            e @ (ProcessError::NotFound(_) | ProcessError::Exited(_)) => {
-                error(StatusCode::NOT_FOUND, e.to_string(), "NotFoundError")
-            }
-            ProcessError::Conflict(message) => error(StatusCode::CONFLICT, message, "ConflictError"),
-            e @ ProcessError::Refused(_) => error(StatusCode::FORBIDDEN, e.to_string(), "PermissionError"),
             ProcessError::Internal(detail) => {
                 tracing::error!(endpoint, detail, "process operation failed");
                 ApiError::internal()
             }
+            other => ApiError::of(other.fault(), other.to_string()),
         }
     }
 }

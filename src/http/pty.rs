@@ -3,13 +3,14 @@
 //! endpoint), and the mapping of the terminal domain's errors to the
 //! reference's error bodies.
 
-use abx_domain::policy::{Denial, Grant, ParamValue};
+use abx_domain::policy::{Grant, ParamValue};
 use abx_domain::pty::request::{self, CreatePolicy, CreateRequest};
 use abx_domain::pty::TerminalError;
+use abx_wire::api::Fault;
 use abx_wire::api::{PtyClosed, PtyCreated, PtySessionInfo, PtySessionList};
 use abx_wire::endpoints::{Limit, Param, Port, ENDPOINTS};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
@@ -124,25 +125,13 @@ pub fn router(state: AppState) -> Router {
 
 impl From<TerminalError> for ApiError {
     fn from(err: TerminalError) -> Self {
-        let message = err.to_string();
         match err {
-            TerminalError::ShellNotAllowed(_)
-            | TerminalError::InvalidSize
-            | TerminalError::ResizeNotIntegers
-            | TerminalError::SizeOutOfRange => ApiError::bad_request(message),
-            TerminalError::ShellMissing(_) => ApiError::bad_request(message).with_code("shell_not_found"),
-            TerminalError::ShellDenied(_) => Denial::forbidden("shell_not_allowed", message).into(),
-            TerminalError::EnvNotAMapping => Denial::invalid("env_invalid", message).into(),
             TerminalError::Env(denial) => denial.into(),
-            TerminalError::EnvNotAllowed(_) => Denial::forbidden("env_var_not_allowed", message).into(),
-            TerminalError::SessionLimit(_) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "RuntimeError").with_code("session_limit")
-            }
-            TerminalError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, message, "ValueError"),
             TerminalError::Spawn(e) => {
                 tracing::error!(error = %e, "cannot start a terminal");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("Cannot start the terminal: {e}"), "OSError")
+                ApiError::of(Fault::TerminalSpawn, format!("Cannot start the terminal: {e}"))
             }
+            other => ApiError::of(other.fault(), other.to_string()),
         }
     }
 }

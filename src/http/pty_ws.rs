@@ -13,11 +13,11 @@ use abx_domain::policy::{owner, Grant, Viewer};
 use abx_domain::process::ExitStatus;
 use abx_domain::pty::request::{parse_message, ClientMessage};
 use abx_domain::pty::{Session, TerminalError, Update};
+use abx_wire::api::Fault;
 use abx_wire::api::PtyMessage;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -60,7 +60,7 @@ pub async fn connect(
         (Err(_), Err(_)) => return ApiError::from(TerminalError::NotFound(id)).into_response(),
         (Err(rejection), Ok(_)) => {
             let message = format!("Expected a WebSocket upgrade: {rejection}");
-            return ApiError::new(StatusCode::UPGRADE_REQUIRED, message, "ValueError").into_response();
+            return ApiError::of(Fault::UpgradeRequired, message).into_response();
         }
     };
     let Ok(session) = session else {

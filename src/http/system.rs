@@ -7,12 +7,12 @@ use abx_domain::policy::{Grant, ParamValue};
 use abx_domain::system::env::{self, EnvError};
 use abx_domain::system::run::RunError;
 use abx_domain::system::SystemError;
+use abx_wire::api::Fault;
 use abx_wire::api::{
     EnvQuery, EnvSetRequest, EnvUpdated, EnvVariables, PackageList, PackagesQuery, PortList, SystemInfo, SystemMetrics,
 };
 use abx_wire::endpoints::Param;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 
 use super::error::ApiError;
@@ -46,8 +46,7 @@ pub async fn env_set(
     match env::set(&app.env, &var_rules(&grant), &is_secret, restricted, &body.vars) {
         Ok(updated) => Ok(Json(EnvUpdated { updated })),
         Err(EnvError::Denied(denial)) => Err(ApiError::from(denial).with_endpoint(grant.endpoint().id)),
-        Err(e @ EnvError::NotAnObject) => Err(ApiError::bad_request(e.to_string())),
-        Err(e @ EnvError::Protected(_)) => Err(ApiError::new(StatusCode::FORBIDDEN, e.to_string(), "PermissionError")),
+        Err(e) => Err(ApiError::of(e.fault(), e.to_string())),
     }
 }
 
@@ -93,15 +92,11 @@ impl From<SystemError> for ApiError {
         match &err {
             SystemError::UnsupportedManager(_) => ApiError::bad_request(err.to_string()),
             SystemError::Listing { manager, source: RunError::Timeout } => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{manager} timed out"), "TimeoutError")
-                    .with_code("timeout")
+                ApiError::of(Fault::ListingTimeout, format!("{manager} timed out"))
             }
-            SystemError::Listing { manager, source: RunError::TooMuchOutput(limit) } => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("{manager} listed more than {limit} bytes"),
-                "RuntimeError",
-            )
-            .with_code("output_too_large"),
+            SystemError::Listing { manager, source: RunError::TooMuchOutput(limit) } => {
+                ApiError::of(Fault::OutputTooLarge, format!("{manager} listed more than {limit} bytes"))
+            }
             SystemError::Listing { .. } | SystemError::Reader(_) => {
                 tracing::error!(error = %err, "system call failed");
                 ApiError::internal()

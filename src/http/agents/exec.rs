@@ -17,6 +17,7 @@ use abx_domain::policy::guards::{
     check_env, check_not_dangerous, check_not_secret, check_process, command_guard, commands_restricted,
 };
 use abx_domain::policy::{Denial, Grant, Op};
+use abx_wire::api::Fault;
 
 use crate::http::agents::wire::requests::DEFAULT_WORKSPACE;
 use crate::http::error::ApiError;
@@ -68,7 +69,7 @@ fn check(grant: &Grant, agents: &Agents, spec: &AgentSpec) -> Result<(), Denial>
     check_env(&spec.env, &[])?;
     check_not_dangerous(spec.env.keys(), commands_restricted(exec.engine()))?;
     check_not_secret(spec.env.keys(), |name| exec.engine().is_secret_env(name))?;
-    let commands = command_guard(&exec).map_err(|e| Denial::invalid("process_invalid", e.to_string()))?;
+    let commands = command_guard(&exec).map_err(|e| Denial::new(Fault::ProcessInvalid, e.to_string()))?;
     for argv in programs(agents, spec) {
         check_process(&argv, path, &cwd)?;
         commands.check(&argv, false)?;

@@ -17,7 +17,6 @@ use abx_wire::api::browser::{
 };
 use abx_wire::api::process::is_truthy;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 use base64::Engine as _;
 use serde_json::Value;
@@ -28,43 +27,16 @@ use super::AppState;
 
 impl From<BrowserError> for ApiError {
     fn from(err: BrowserError) -> Self {
-        let message = err.to_string();
-        let unavailable =
-            |code| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone(), "RuntimeError").with_code(code);
+        let error = ApiError::of(err.fault(), err.to_string());
         match err {
-            BrowserError::NotInstalled { .. } | BrowserError::Start(_) => unavailable("browser_unavailable"),
-            BrowserError::Crashed(_) => unavailable("browser_crashed"),
-            BrowserError::Blocked(blocked) => {
-                let denial = &blocked.refusal.denial;
-                let status = StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN);
-                ApiError::new(status, message, denial.error_type())
-                    .with_code(denial.code())
-                    .with_rule(&blocked.refusal.rule)
-            }
+            BrowserError::Blocked(blocked) => error.with_rule(&blocked.refusal.rule),
             BrowserError::Refused(refusal) => ApiError::from(refusal.denial).with_rule(&refusal.rule),
-            BrowserError::SelectorNotFound(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, message, "ValueError").with_code("selector_not_found")
-            }
-            BrowserError::SelectorTimeout { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, message, "TimeoutError").with_code("selector_not_found")
-            }
-            BrowserError::Timeout(_) => {
-                ApiError::new(StatusCode::GATEWAY_TIMEOUT, message, "TimeoutError").with_code("timeout")
-            }
-            BrowserError::Navigation(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, message, "Error").with_code("navigation_failed")
-            }
-            BrowserError::Script(_) => {
-                ApiError::new(StatusCode::BAD_REQUEST, message, "Error").with_code("script_error")
-            }
-            BrowserError::Invalid(_) => ApiError::bad_request(message),
-            BrowserError::TooLarge { limit } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message, "ValueError")
-                .with_code("payload_too_large")
-                .with_limit(limit),
+            BrowserError::TooLarge { limit } => error.with_limit(limit),
             BrowserError::Protocol(detail) => {
                 tracing::error!(detail, "browser protocol error");
                 ApiError::internal()
             }
+            _ => error,
         }
     }
 }
@@ -235,6 +207,8 @@ pub async fn console(State(app): State<AppState>) -> Json<ConsoleLogs> {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     #[test]

@@ -37,77 +37,12 @@ pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(90);
 /// Shortest keepalive period honoured.
 const MIN_KEEPALIVE: Duration = Duration::from_secs(1);
 
-/// A Connect error code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
-    /// The call was cancelled.
-    Canceled,
-    /// Unknown error.
-    Unknown,
-    /// A malformed request.
-    InvalidArgument,
-    /// The deadline passed.
-    DeadlineExceeded,
-    /// Nothing by that name.
-    NotFound,
-    /// It exists already.
-    AlreadyExists,
-    /// Not allowed.
-    PermissionDenied,
-    /// A limit is reached.
-    ResourceExhausted,
-    /// Not in the state the call needs.
-    FailedPrecondition,
-    /// Not served.
-    Unimplemented,
-    /// A server fault.
-    Internal,
-    /// Shutting down.
-    Unavailable,
-    /// No or wrong credentials.
-    Unauthenticated,
-    /// Data was lost (output a stream could not deliver).
-    DataLoss,
-}
+/// A Connect error code: the error table's Connect column.
+pub use abx_wire::api::ConnectCode as Code;
 
-impl Code {
-    /// The wire name (`not_found`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::Canceled => "canceled",
-            Code::Unknown => "unknown",
-            Code::InvalidArgument => "invalid_argument",
-            Code::DeadlineExceeded => "deadline_exceeded",
-            Code::NotFound => "not_found",
-            Code::AlreadyExists => "already_exists",
-            Code::PermissionDenied => "permission_denied",
-            Code::ResourceExhausted => "resource_exhausted",
-            Code::FailedPrecondition => "failed_precondition",
-            Code::Unimplemented => "unimplemented",
-            Code::Internal => "internal",
-            Code::Unavailable => "unavailable",
-            Code::Unauthenticated => "unauthenticated",
-            Code::DataLoss => "data_loss",
-        }
-    }
-
-    /// The HTTP status of a unary error with this code (the Connect specification's table).
-    pub fn status(self) -> StatusCode {
-        let code = match self {
-            Code::Canceled => 499,
-            Code::Unknown | Code::Internal | Code::DataLoss => 500,
-            Code::InvalidArgument | Code::FailedPrecondition => 400,
-            Code::DeadlineExceeded => 504,
-            Code::NotFound => 404,
-            Code::AlreadyExists => 409,
-            Code::PermissionDenied => 403,
-            Code::ResourceExhausted => 429,
-            Code::Unimplemented => 501,
-            Code::Unavailable => 503,
-            Code::Unauthenticated => 401,
-        };
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    }
+/// The HTTP status of a unary error with `code`.
+pub fn status(code: Code) -> StatusCode {
+    StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// A Connect error: a code and a message.
@@ -133,7 +68,7 @@ impl ConnectError {
 /// Unary errors: the code's status and `{"code", "message"}`.
 impl IntoResponse for ConnectError {
     fn into_response(self) -> Response {
-        let mut response = (self.code.status(), self.body().to_string()).into_response();
+        let mut response = (status(self.code), self.body().to_string()).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
     }
@@ -532,7 +467,7 @@ mod tests {
         assert_eq!((options.timeout, options.keepalive), (Some(Duration::from_millis(1500)), Duration::from_secs(50)));
         headers.insert("connect-timeout-ms", HeaderValue::from_static("soon"));
         assert!(CallOptions::from_headers(&headers).is_err());
-        assert_eq!(Code::NotFound.status(), StatusCode::NOT_FOUND);
-        assert_eq!(Code::Unimplemented.status(), StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(status(Code::NotFound), StatusCode::NOT_FOUND);
+        assert_eq!(status(Code::Unimplemented), StatusCode::NOT_IMPLEMENTED);
     }
 }

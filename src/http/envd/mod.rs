@@ -28,8 +28,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use abx_domain::envd::{Envd, EnvdError};
-use abx_domain::fs::FsError;
 use abx_domain::policy::{Denial, Grant};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Port, ENDPOINTS};
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -217,20 +217,12 @@ impl From<Denial> for ConnectError {
     }
 }
 
+/// envd's Connect rendering of every handler error: its row's Connect code.
 impl From<EnvdError> for ConnectError {
     fn from(error: EnvdError) -> Self {
         let code = match &error {
-            EnvdError::NotFound(_) => Code::NotFound,
-            EnvdError::AlreadyExists(_) => Code::AlreadyExists,
-            EnvdError::Invalid(_) => Code::InvalidArgument,
-            EnvdError::FailedPrecondition(_) => Code::FailedPrecondition,
-            EnvdError::Unauthenticated(_) => Code::Unauthenticated,
-            EnvdError::PermissionDenied(_) => Code::PermissionDenied,
-            EnvdError::Exhausted(_) => Code::ResourceExhausted,
             EnvdError::Denied(denial) => return ConnectError::from(denial.clone()),
-            EnvdError::Fs(fs) => fs_code(fs),
-            EnvdError::DataLoss(_) => Code::DataLoss,
-            EnvdError::Internal(_) => Code::Internal,
+            other => other.fault().connect(),
         };
         if code == Code::Internal {
             tracing::error!(error = %error, "envd request failed");
@@ -240,40 +232,17 @@ impl From<EnvdError> for ConnectError {
     }
 }
 
-fn fs_code(error: &FsError) -> Code {
-    match error {
-        FsError::Denied(denial) => ConnectError::from(denial.clone()).code,
-        FsError::NotFound(_) | FsError::UploadNotFound(_) => Code::NotFound,
-        FsError::Exists => Code::AlreadyExists,
-        FsError::IsADirectory(_) | FsError::NotADirectory(_) | FsError::Invalid(_) => Code::InvalidArgument,
-        FsError::TooLarge { .. }
-        | FsError::ArchiveTooLarge { .. }
-        | FsError::Inflated { .. }
-        | FsError::TooManyWatches(_)
-        | FsError::NoSpace(_) => Code::ResourceExhausted,
-        FsError::OffsetMismatch { .. } | FsError::UploadBusy => Code::FailedPrecondition,
-        FsError::Interrupted => Code::Canceled,
-        FsError::RangeNotSatisfiable { .. } => Code::InvalidArgument,
-        FsError::Internal { .. } => Code::Internal,
-    }
-}
-
-/// A plain endpoint's answer for `error`.
+/// A plain endpoint's answer for `error`: the status of its row's Connect
+/// code, except for a body over its limit (413) and a full disk (507), which
+/// envd's own server answers with those statuses.
 pub fn plain_error(error: EnvdError) -> Response {
-    let status = match &error {
-        EnvdError::Fs(FsError::NoSpace(_)) => StatusCode::INSUFFICIENT_STORAGE,
-        EnvdError::Fs(FsError::TooLarge { .. } | FsError::Inflated { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-        EnvdError::Fs(FsError::IsADirectory(_) | FsError::NotADirectory(_)) => StatusCode::BAD_REQUEST,
-        EnvdError::Denied(denial) | EnvdError::Fs(FsError::Denied(denial)) => {
-            StatusCode::from_u16(denial.status()).unwrap_or(StatusCode::FORBIDDEN)
-        }
-        EnvdError::AlreadyExists(_) => StatusCode::CONFLICT,
-        _ => {
-            let connect = ConnectError::from(error);
-            return http_error(connect.code.status(), connect.message);
-        }
-    };
-    http_error(status, error.to_string())
+    let fault = error.fault();
+    if matches!(fault, Fault::PayloadTooLarge | Fault::InsufficientStorage) {
+        let status = StatusCode::from_u16(fault.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return http_error(status, error.to_string());
+    }
+    let connect = ConnectError::from(error);
+    http_error(connect::status(connect.code), connect.message)
 }
 
 /// Runs blocking envd work on the blocking pool: [`abx_domain::blocking::run`]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use abx_domain::code::CodeInterpreter;
 use abx_wire::api::code::{ExecuteRequest, ExecutionResult, OutputLine};
-use axum::http::StatusCode;
+use abx_wire::api::Fault;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::ErrorData;
 use serde::Deserialize;
@@ -25,14 +25,15 @@ pub const CODE_OUTPUT: usize = 64 * 1024;
 /// The code port's error as the tool error (its status and text).
 fn api_error(error: &TextError) -> ApiError {
     let (status, text) = error.parts();
-    ApiError::new(status, text, "CodeError")
+    ApiError::of(Fault::CodeRefused, text).with_status(status)
 }
 
 /// The code port's contexts (present when the code port runs).
 fn contexts(ctx: &Ctx<'_>) -> Result<Arc<CodeInterpreter>, ApiError> {
-    ctx.app.interpreter.clone().ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_IMPLEMENTED, "The code interpreter is off on this server", "NotImplementedError")
-    })
+    ctx.app
+        .interpreter
+        .clone()
+        .ok_or_else(|| ApiError::of(Fault::FeatureOff, "The code interpreter is off on this server"))
 }
 
 /// `run_code`: `POST /execute` on the code port, its lines gathered.

@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use abx_domain::policy::Grant;
+use abx_wire::api::Fault;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -145,8 +146,7 @@ async fn serve(app: AppState, grant: Grant, request: Request) -> Result<Response
             let message = format!(
                 "quota mcp_max_sessions reached: at most {max} MCP sessions per identity; end one with DELETE /mcp"
             );
-            let refusal = ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, "ResourceError");
-            return Err(refusal.with_code("session_limit").with_limit(max as u64));
+            return Err(ApiError::of(Fault::McpSessionLimit, message).with_limit(max as u64));
         }
     }
     let (mut parts, body) = request.into_parts();
@@ -204,16 +204,14 @@ async fn transport_error(response: Response) -> ApiError {
     };
     let message =
         if text.is_empty() { status.canonical_reason().unwrap_or("MCP transport error").to_string() } else { text };
-    ApiError::new(status, message, "ValueError")
+    ApiError::of(Fault::BadRequest, message).with_status(status)
 }
 
 /// A `Last-Event-ID` the session never gave (400), or naming a stream
 /// forgotten so long ago that not even its count is kept (410).
 fn resume_refused(error: ResumeError) -> ApiError {
     match error {
-        ResumeError::Forgotten(_) => {
-            ApiError::new(StatusCode::GONE, error.to_string(), "ValueError").with_code("data_loss")
-        }
+        ResumeError::Forgotten(_) => ApiError::of(Fault::StreamForgotten, error.to_string()),
         ResumeError::Malformed(_) | ResumeError::Future(_) => ApiError::bad_request(error.to_string()),
     }
 }
@@ -232,5 +230,5 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
 
 /// What the SDK answers for a session it does not know, in the port's error body.
 fn unknown_session() -> Response {
-    ApiError::new(StatusCode::NOT_FOUND, "Not Found: Session not found", "ValueError").into_response()
+    ApiError::of(Fault::SessionNotFound, "Not Found: Session not found").into_response()
 }

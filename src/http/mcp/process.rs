@@ -6,6 +6,7 @@
 use abx_domain::process::start::{start_process, Events, RunToEnd};
 use abx_wire::api::process::OutputQuery;
 use abx_wire::api::process::{ExecRequest, ShellEvent, ShellResult, SignalRequest, StdinRequest};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::Limit;
 use axum::extract::{Path, State};
 use rmcp::model::ProgressNotificationParam;
@@ -96,8 +97,7 @@ async fn shell(ctx: &Ctx<'_>, request: ExecRequest, cap: usize) -> Result<ShellR
 }
 
 fn cancelled_error() -> ApiError {
-    ApiError::new(axum::http::StatusCode::BAD_REQUEST, "Cancelled by the client", "CancelledError")
-        .with_code("cancelled")
+    ApiError::of(Fault::Cancelled, "Cancelled by the client")
 }
 
 /// `start`: `POST /process/start` (output always captured for `output`).

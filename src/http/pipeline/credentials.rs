@@ -7,6 +7,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Port, SignedOp};
 use axum::http::{header, HeaderMap, Uri};
 
@@ -108,12 +109,7 @@ pub(super) fn authenticate(
 }
 
 fn verify(engine: &PolicyEngine, query: &QueryCredentials, op: SignedOp) -> Result<Arc<Identity>, Denial> {
-    let invalid = |message: &str| Denial::Other {
-        code: "invalid_signature",
-        message: message.to_string(),
-        status: 401,
-        error_type: "AuthError",
-    };
+    let invalid = |message: &str| Denial::new(Fault::InvalidSignature, message);
     let expiration = match query.expiration.as_deref() {
         None => None,
         Some(text) => Some(text.trim().parse::<i64>().map_err(|_| invalid("invalid signature expiration"))?),

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use abx_domain::policy::rules::AuditMode;
 use abx_domain::policy::{Denial, Grant, Identity, Permit, PolicyEngine};
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Limit, Port};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, Method};
@@ -276,7 +277,7 @@ async fn gate(route: &RouteContext, req: &mut Request) -> Result<(Grant, Option<
         };
         match content_length(req.headers()) {
             Err(()) => {
-                let denial = Denial::invalid("invalid_content_length", "Invalid Content-Length header");
+                let denial = Denial::new(Fault::InvalidContentLength, "Invalid Content-Length header");
                 return Err(Refusal { close: true, ..Refusal::new(Some(&identity), denial) });
             }
             Ok(Some(size)) if size > limit => {

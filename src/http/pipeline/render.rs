@@ -1,8 +1,8 @@
 //! One [`Denial`], rendered at the edge in the protocol of the port that
 //! refused it: the reference's JSON error on the API and PTY ports, a
 //! Connect error on envd's Connect routes (an end-of-stream message for a
-//! streaming call), envd's `{"code", "message"}` on its plain routes, and a
-//! JSON body with `detail` on the code port.
+//! streaming call), envd's `{"code", "message"}` on its plain routes, and
+//! plain text on the code port (as every error of that port).
 
 use abx_domain::policy::Denial;
 use abx_wire::api::envd::http::HttpError;
@@ -11,7 +11,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::http::envd::connect::{self, Code, ConnectError};
+use crate::http::code_wire::TextError;
+use crate::http::envd::connect::{self, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 
 /// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
@@ -40,16 +41,8 @@ pub(super) fn render(endpoint: &Endpoint, headers: &HeaderMap, denial: Denial, c
             http_error(status, message)
         }
         Port::Code => {
-            let status = other_port_status(&denial);
             let message = with_hint(&denial, "send the server token as a bearer token or in X-Access-Token");
-            let mut body = serde_json::json!({"detail": message, "code": code, "endpoint": endpoint.id});
-            match &denial {
-                Denial::EndpointDisabled { rule, .. } => body["rule"] = rule.clone().into(),
-                Denial::MissingScope { scope, .. } => body["scope"] = scope.clone().into(),
-                Denial::PayloadTooLarge { limit, .. } => body["limit"] = (*limit).into(),
-                _ => {}
-            }
-            (status, Json(body)).into_response()
+            TextError::new(denial.fault(), message).with_status(other_port_status(&denial)).into_response()
         }
     };
     response.extensions_mut().insert(ErrorCode(code.to_string()));
@@ -92,25 +85,9 @@ fn with_hint(denial: &Denial, hint: &str) -> String {
     }
 }
 
-/// The Connect code of a refusal.
+/// The Connect error of a refusal: its row's Connect code.
 pub(crate) fn connect_error(denial: &Denial) -> ConnectError {
-    let code = match denial {
-        Denial::Unauthorized => Code::Unauthenticated,
-        Denial::EndpointDisabled { .. } => Code::PermissionDenied,
-        Denial::RateLimited { .. }
-        | Denial::AuthThrottled { .. }
-        | Denial::ConcurrencyLimited
-        | Denial::PayloadTooLarge { .. } => Code::ResourceExhausted,
-        other => match other.status() {
-            401 => Code::Unauthenticated,
-            400 => Code::InvalidArgument,
-            404 => Code::NotFound,
-            429 | 413 => Code::ResourceExhausted,
-            500.. => Code::Internal,
-            _ => Code::PermissionDenied,
-        },
-    };
-    ConnectError::new(code, with_hint(denial, "send a valid access token in X-Access-Token"))
+    ConnectError::new(denial.fault().connect(), with_hint(denial, "send a valid access token in X-Access-Token"))
 }
 
 #[cfg(test)]
@@ -127,13 +104,17 @@ mod tests {
         let content_type = response.headers()[header::CONTENT_TYPE].to_str().unwrap_or("").to_string();
         let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
         let json = if streaming { serde_json::from_slice(&body[5..]) } else { serde_json::from_slice(&body) };
-        (status, json.expect("JSON"), content_type)
+        let text = serde_json::Value::String(String::from_utf8_lossy(&body).into_owned());
+        (status, json.unwrap_or(text), content_type)
     }
 
     #[tokio::test]
     async fn each_port_renders_a_denial_in_its_protocol() {
-        let disabled =
-            || Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:groups.process".into() };
+        let disabled = || Denial::EndpointDisabled {
+            message: "off".into(),
+            rule: "preset:read-only:groups.process".into(),
+            power: false,
+        };
         let (status, body, _) = rendered("shell", false, disabled()).await;
         assert_eq!(
             (status, body["code"].as_str(), body["endpoint"].as_str()),
@@ -146,11 +127,16 @@ mod tests {
         assert_eq!(body["error"]["code"], "permission_denied");
         let (status, body, _) = rendered("envd_files_write", false, Denial::Unauthorized).await;
         assert_eq!((status, body["code"].as_u64()), (401, Some(401)));
-        let (status, body, _) = rendered("code_execute", false, disabled()).await;
+        let (status, body, media) = rendered("code_execute", false, disabled()).await;
+        assert_eq!((status, media.as_str()), (403, "text/plain; charset=utf-8"));
+        assert_eq!(body, "off", "the code port answers every error in plain text");
+        let closed = Denial::EndpointDisabled { message: "closed".into(), rule: "p".into(), power: true };
+        let (status, body, _) = rendered("shell", false, closed).await;
         assert_eq!(
-            (status, body["code"].as_str(), body["rule"].as_str()),
-            (403, Some("endpoint_disabled"), Some("preset:read-only:groups.process"))
+            (status, body["code"].as_str(), body["type"].as_str()),
+            (403, Some("endpoint_disabled"), Some("ValueError"))
         );
-        assert_eq!(connect_error(&Denial::RateLimited { retry_after: 1 }).code, Code::ResourceExhausted);
+        let limited = connect_error(&Denial::RateLimited { retry_after: 1 }).code;
+        assert_eq!(limited, connect::Code::ResourceExhausted);
     }
 }

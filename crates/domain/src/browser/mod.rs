@@ -36,6 +36,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use abx_wire::api::Fault;
+
 use self::cdp::CdpError;
 use self::console::Console;
 use self::egress::Egress;
@@ -110,6 +112,26 @@ pub enum BrowserError {
     /// The browser answered unexpectedly (500; details logged).
     #[error("browser protocol error: {0}")]
     Protocol(String),
+}
+
+impl BrowserError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            BrowserError::NotInstalled { .. } | BrowserError::Start(_) => Fault::BrowserUnavailable,
+            BrowserError::Crashed(_) => Fault::BrowserCrashed,
+            BrowserError::Blocked(blocked) => blocked.refusal.denial.fault(),
+            BrowserError::Refused(refusal) => refusal.denial.fault(),
+            BrowserError::SelectorNotFound(_) => Fault::SelectorNotFound,
+            BrowserError::SelectorTimeout { .. } => Fault::SelectorTimeout,
+            BrowserError::Timeout(_) => Fault::BrowserTimeout,
+            BrowserError::Navigation(_) => Fault::NavigationFailed,
+            BrowserError::Script(_) => Fault::ScriptError,
+            BrowserError::Invalid(_) => Fault::BadRequest,
+            BrowserError::TooLarge { .. } => Fault::PayloadTooLarge,
+            BrowserError::Protocol(_) => Fault::Internal,
+        }
+    }
 }
 
 impl From<CdpError> for BrowserError {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use abx_wire::api::code::{GitDiff, GitDiffStats, GitFileStatus, GitStatus};
+use abx_wire::api::Fault;
 
 use super::language::find_program;
 use super::oneshot::{collect, Collected};
@@ -37,6 +38,18 @@ pub enum GitError {
     /// git could not be started.
     #[error("cannot start git")]
     Spawn(#[source] std::io::Error),
+}
+
+impl GitError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            GitError::Failed(_) => Fault::GitFailed,
+            GitError::NotInstalled => Fault::RuntimeNotFound,
+            GitError::TimedOut(_) => Fault::RunTimeout,
+            GitError::Spawn(_) => Fault::Internal,
+        }
+    }
 }
 
 async fn git(

@@ -22,6 +22,8 @@ pub mod pipe;
 pub mod protocol;
 pub mod spawn;
 
+use abx_wire::api::Fault;
+
 pub use self::contexts::{CodeConfig, CodeInterpreter};
 pub use self::language::{Interpreters, Language};
 
@@ -90,6 +92,26 @@ pub enum CodeError {
     /// The server is stopping.
     #[error("the server is shutting down")]
     ShuttingDown,
+}
+
+impl CodeError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            CodeError::ContextNotFound(_) | CodeError::ContextExpired { .. } | CodeError::ExecutionNotFound(_) => {
+                Fault::NotFound
+            }
+            CodeError::UnsupportedLanguage(_)
+            | CodeError::ContextAndLanguage
+            | CodeError::InvalidCwd { .. }
+            | CodeError::BadCursor(_)
+            | CodeError::Invalid(_) => Fault::BadRequest,
+            CodeError::RuntimeMissing { .. } => Fault::LanguageUnavailable,
+            CodeError::TooManyContexts(_) | CodeError::TooManyExecutions(_) => Fault::CodeLimit,
+            CodeError::StartFailed { .. } => Fault::Internal,
+            CodeError::ShuttingDown => Fault::ShuttingDown,
+        }
+    }
 }
 
 /// A fresh random id in the UUID text form.

@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use abx_wire::api::Fault;
 use tokio::time::Instant;
 
 use super::language::{find_program, Interpreters};
@@ -76,6 +77,18 @@ pub enum CodeRunError {
     /// Another start failure.
     #[error("cannot start the {0} interpreter")]
     Spawn(String, #[source] std::io::Error),
+}
+
+impl CodeRunError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            CodeRunError::TimedOut(_) => Fault::RunTimeout,
+            CodeRunError::RuntimeNotFound(_) => Fault::RuntimeNotFound,
+            CodeRunError::TooLarge => Fault::BadRequest,
+            CodeRunError::Spawn(..) => Fault::Internal,
+        }
+    }
 }
 
 /// Runs `spec` to completion.

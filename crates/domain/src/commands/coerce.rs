@@ -3,6 +3,7 @@
 //! (coerced when given, refused when required and missing, its default
 //! otherwise). Messages and exception names are the reference's.
 
+use abx_wire::api::Fault;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
@@ -62,11 +63,11 @@ pub enum ArgError {
 }
 
 impl ArgError {
-    /// The Python exception name the reference reports.
-    pub fn error_type(&self) -> &'static str {
+    /// The error's row of the error table (`ValueError` or `TypeError`).
+    pub fn fault(&self) -> Fault {
         match self {
-            ArgError::Value(_) => "ValueError",
-            ArgError::Type(_) => "TypeError",
+            ArgError::Value(_) => Fault::BadRequest,
+            ArgError::Type(_) => Fault::ArgumentType,
         }
     }
 }
@@ -167,7 +168,7 @@ mod tests {
     fn run(raw: Value) -> Result<Value, (String, &'static str)> {
         coerce(&rules(), raw.as_object().expect("object"))
             .map(Value::Object)
-            .map_err(|e| (e.to_string(), e.error_type()))
+            .map_err(|e| (e.to_string(), e.fault().error_type()))
     }
 
     #[test]

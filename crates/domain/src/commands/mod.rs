@@ -16,6 +16,7 @@ use crate::pyrepr;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use abx_wire::api::Fault;
 use abx_wire::api::{CommandArgInfo, CommandInfo};
 use serde_json::{Map, Value};
 
@@ -86,6 +87,23 @@ pub enum CommandError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl CommandError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            CommandError::NotFound { .. } => Fault::CommandNotFound,
+            CommandError::MissingScope(_) => Fault::MissingScope,
+            CommandError::Arguments(e) => e.fault(),
+            // The command's own exception type replaces the row's.
+            CommandError::Failed { .. } => Fault::CommandFailed,
+            CommandError::Timeout { .. } => Fault::CommandTimeout,
+            CommandError::TooMuchOutput { .. } => Fault::OutputTooLarge,
+            CommandError::InvalidOutput { .. } => Fault::InvalidOutput,
+            CommandError::Start { .. } => Fault::CommandNotStarted,
+        }
+    }
 }
 
 /// Every command the config file declares, validated.
@@ -254,7 +272,7 @@ fn failure(name: &str, exit: ExitStatus, stderr: &[u8]) -> CommandError {
     } else {
         format!("Command {} {how}: {detail}", pyrepr::repr_str(name))
     };
-    CommandError::Failed { error_type: "RuntimeError".into(), message }
+    CommandError::Failed { error_type: Fault::CommandFailed.error_type().into(), message }
 }
 
 /// `("ValueError", "bad input")` from `ValueError: bad input` or `pkg.mod.MyError: x`.

@@ -30,6 +30,7 @@ pub mod watchers;
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use abx_wire::api::Fault;
 use tokio_util::sync::CancellationToken;
 
 pub use self::watchers::Watchers;
@@ -76,6 +77,25 @@ pub enum EnvdError {
     /// Something failed inside the server (`internal`; details logged).
     #[error("{0}")]
     Internal(String),
+}
+
+impl EnvdError {
+    /// The error's row of the error table (envd answers its Connect code).
+    pub fn fault(&self) -> Fault {
+        match self {
+            EnvdError::NotFound(_) => Fault::NotFound,
+            EnvdError::AlreadyExists(_) => Fault::FileExists,
+            EnvdError::Invalid(_) => Fault::BadRequest,
+            EnvdError::FailedPrecondition(_) => Fault::Conflict,
+            EnvdError::Unauthenticated(_) => Fault::Unauthorized,
+            EnvdError::PermissionDenied(_) => Fault::Refused,
+            EnvdError::Exhausted(_) => Fault::ProcessLimit,
+            EnvdError::Fs(error) => error.fault(),
+            EnvdError::Denied(denial) => denial.fault(),
+            EnvdError::DataLoss(_) => Fault::DataLoss,
+            EnvdError::Internal(_) => Fault::Internal,
+        }
+    }
 }
 
 impl From<crate::process::ProcessError> for EnvdError {

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::entry;
 use super::EnvdError;
 use crate::fs::safe::Resolved;
-use crate::fs::{watch, FsError};
+use crate::fs::watch;
 use crate::policy::PathGuard;
 
 /// Events a polled watcher keeps between two polls.
@@ -79,8 +79,7 @@ pub fn start(
     checked_dir(&guard, &target)?;
     let raw = target.path.display().to_string();
     let mut changes =
-        watch::start(guard.clone(), target.clone(), &raw, watch_options(options), shutdown, runtime.clone())
-            .map_err(not_found)?;
+        watch::start(guard.clone(), target.clone(), &raw, watch_options(options), shutdown, runtime.clone())?;
     let (tx, rx) = mpsc::channel(256);
     runtime.spawn(async move {
         loop {
@@ -113,13 +112,6 @@ fn checked_dir(guard: &PathGuard, target: &Resolved) -> Result<(), EnvdError> {
         None => Err(EnvdError::NotFound(format!("path {} not found", target.path.display()))),
         Some(st) if !st.is_dir() => Err(EnvdError::Invalid(format!("path {} not a directory", target.path.display()))),
         Some(_) => Ok(()),
-    }
-}
-
-fn not_found(error: FsError) -> EnvdError {
-    match error {
-        FsError::NotFound(m) => EnvdError::NotFound(m),
-        other => other.into(),
     }
 }
 
@@ -256,8 +248,7 @@ impl Watchers {
         }
         checked_dir(&guard, &target)?;
         let raw = target.path.display().to_string();
-        let polled =
-            watch::Polled::start(guard.clone(), target.clone(), &raw, watch_options(options)).map_err(not_found)?;
+        let polled = watch::Polled::start(guard.clone(), target.clone(), &raw, watch_options(options))?;
         let queue = Queue {
             watch: polled,
             guard,

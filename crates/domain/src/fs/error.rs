@@ -3,10 +3,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use abx_wire::api::Fault;
+
 use crate::policy::Denial;
 
-/// A file operation's failure. The HTTP layer maps each variant to the
-/// reference's status, `type` and `code` in one place (`http::files`).
+/// A file operation's failure. Each variant is a row of the error table
+/// ([`FsError::fault`]), which every port renders.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     /// The policy refused the path (outside the roots, denied, read-only, symlink).
@@ -86,6 +88,40 @@ pub enum FsError {
     },
 }
 
+impl FsError {
+    /// The error's row of the error table; every port renders it from there.
+    pub fn fault(&self) -> Fault {
+        match self {
+            FsError::Denied(denial) => denial.fault(),
+            FsError::NotFound(_) => Fault::FileNotFound,
+            FsError::Exists => Fault::FileExists,
+            FsError::IsADirectory(_) => Fault::IsADirectory,
+            FsError::NotADirectory(_) => Fault::NotADirectory,
+            FsError::Invalid(_) => Fault::BadRequest,
+            FsError::TooLarge { .. } | FsError::ArchiveTooLarge { .. } | FsError::Inflated { .. } => {
+                Fault::PayloadTooLarge
+            }
+            FsError::TooManyWatches(_) => Fault::WatchLimit,
+            FsError::NoSpace(_) => Fault::InsufficientStorage,
+            FsError::UploadNotFound(_) => Fault::UploadNotFound,
+            FsError::OffsetMismatch { .. } => Fault::OffsetMismatch,
+            FsError::UploadBusy => Fault::UploadBusy,
+            FsError::Interrupted => Fault::UploadInterrupted,
+            FsError::RangeNotSatisfiable { .. } => Fault::RangeNotSatisfiable,
+            FsError::Internal { .. } => Fault::Internal,
+        }
+    }
+
+    /// The limit in bytes a size refusal reports (the body's `limit`).
+    pub fn limit(&self) -> Option<u64> {
+        match self {
+            FsError::TooLarge { limit, .. } | FsError::ArchiveTooLarge { limit } => Some(*limit),
+            FsError::Denied(Denial::PayloadTooLarge { limit, .. }) => Some(*limit),
+            _ => None,
+        }
+    }
+}
+
 /// A blocking file-system task that panicked or was cancelled.
 impl From<tokio::task::JoinError> for FsError {
     fn from(e: tokio::task::JoinError) -> Self {
@@ -126,12 +162,7 @@ impl FsError {
                 FsError::Denied(Denial::InvalidPath { field: String::new(), reason: "Path too long" })
             }
             Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM | nix::errno::Errno::EROFS) => {
-                FsError::Denied(Denial::Other {
-                    code: "permission_denied",
-                    message: format!("Permission denied: {}", path.display()),
-                    status: 403,
-                    error_type: "PermissionError",
-                })
+                FsError::Denied(Denial::new(Fault::PermissionDenied, format!("Permission denied: {}", path.display())))
             }
             _ => FsError::internal(format!("I/O error on {}", path.display()), err),
         }

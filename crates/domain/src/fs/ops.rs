@@ -4,6 +4,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use abx_wire::api::Fault;
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode};
@@ -104,7 +105,7 @@ pub fn rename(
 /// # Errors
 /// `path_denied`.
 pub fn protect_tree(guard: &PathGuard, parent: &OwnedFd, name: &std::ffi::OsStr, path: &Path) -> Result<(), FsError> {
-    let denied = |message| FsError::Denied(Denial::forbidden("path_denied", message));
+    let denied = |message| FsError::Denied(Denial::new(Fault::PathDenied, message));
     let dir =
         openat(parent, name, dir_flags() | OFlag::O_NOFOLLOW, Mode::empty()).map_err(|e| FsError::errno(path, e))?;
     let mut seen = 0usize;

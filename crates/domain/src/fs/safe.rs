@@ -21,6 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, PoisonError, RwLock};
 
+use abx_wire::api::Fault;
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
@@ -274,7 +275,7 @@ pub fn dir_flags() -> OFlag {
 
 /// The refusal for operations on an allowed root itself.
 pub fn root_untouchable() -> FsError {
-    FsError::Denied(Denial::forbidden("path_denied", "The allowed root directory itself cannot be modified"))
+    FsError::Denied(Denial::new(Fault::PathDenied, "The allowed root directory itself cannot be modified"))
 }
 
 /// Checks that `fd` still names an authorised object: the path the kernel

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use abx_wire::api::Fault;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
@@ -61,8 +62,8 @@ impl WritePolicy {
         let listed = |list: &[String]| list.iter().any(|e| e.to_lowercase() == ext);
         if (!self.allow_extensions.is_empty() && !listed(&self.allow_extensions)) || listed(&self.deny_extensions) {
             let shown = if ext.is_empty() { "(none)".to_string() } else { ext };
-            return Err(FsError::Denied(Denial::forbidden(
-                "extension_not_allowed",
+            return Err(FsError::Denied(Denial::new(
+                Fault::ExtensionNotAllowed,
                 format!("Files with extension '{shown}' are not allowed"),
             )));
         }

@@ -23,6 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use abx_wire::api::Fault;
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, AtFlags, Flock, FlockArg, OFlag, AT_FDCWD};
 use nix::sys::stat::{fchmod, fstat, fstatat, Mode, SFlag};
@@ -88,8 +89,8 @@ impl AtomicFile {
             return Err(FsError::IsADirectory(target.path.clone()));
         };
         if is_temp_name(name) {
-            return Err(FsError::Denied(Denial::forbidden(
-                "path_denied",
+            return Err(FsError::Denied(Denial::new(
+                Fault::PathDenied,
                 "Names starting with .abx-upload- are reserved",
             )));
         }

@@ -1,11 +1,13 @@
-//! Why the policy refused a request: one enum, each variant a stable wire code.
+//! Why the policy refused a request: one enum, each variant a row of the
+//! error table ([`Fault`]), which carries its code, status and type.
 //!
-//! The HTTP layer maps a [`Denial`] to the reference's JSON error body and
-//! status in one place (`http::error`); nothing here knows about HTTP.
+//! Each port renders a [`Denial`] in one place (`http::error` for the
+//! reference's JSON error); nothing here knows about HTTP.
 
+use abx_wire::api::Fault;
 use thiserror::Error;
 
-/// A policy refusal. `code()` is the stable machine string of the reference.
+/// A policy refusal. [`Denial::fault`] is its row of the error table.
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum Denial {
     /// No or wrong credentials.
@@ -21,6 +23,10 @@ pub enum Denial {
         message: String,
         /// Origin of the deciding rule (`default:opt-in:dev_tools`, `policy:groups.process`).
         rule: String,
+        /// Whether a preset closes the endpoint as a power
+        /// (`preset:read-only:powers.runs_programs`): a permission refusal
+        /// ([`Fault::PowerClosed`]) rather than a switch of the reference's.
+        power: bool,
     },
     /// The identity lacks a scope the endpoint needs.
     #[error("Identity '{identity}' lacks scope '{scope}' required by endpoint '{endpoint}'")]
@@ -93,74 +99,49 @@ pub enum Denial {
     /// Any other refusal a guard raises (commands, env, signals, ...).
     #[error("{message}")]
     Other {
-        /// Stable machine code (`command_not_allowed`, `signal_not_allowed`, ...).
-        code: &'static str,
+        /// The row of the error table (`CommandNotAllowed`, `SignalNotAllowed`, ...).
+        fault: Fault,
         /// Human-readable explanation.
         message: String,
-        /// HTTP status to answer with.
-        status: u16,
-        /// Exception name the reference reports in `type`.
-        error_type: &'static str,
     },
 }
 
-/// Whether `rule` (a deciding rule's origin) is a preset closing a power
-/// (`preset:NAME:powers.POWER`) rather than a switch of the reference's.
-pub fn is_power_closure(rule: &str) -> bool {
-    rule.strip_prefix("preset:").and_then(|r| r.split_once(':')).is_some_and(|(_, what)| what.starts_with("powers."))
-}
-
 impl Denial {
-    /// The stable machine code of the refusal.
-    pub fn code(&self) -> &'static str {
+    /// The refusal's row of the error table: its code, status and type.
+    pub fn fault(&self) -> Fault {
         match self {
-            Denial::Unauthorized => "unauthorized",
-            Denial::AmbiguousCredentials => "ambiguous_credentials",
-            Denial::EndpointDisabled { .. } => "endpoint_disabled",
-            Denial::MissingScope { .. } => "missing_scope",
-            Denial::RateLimited { .. } => "rate_limited",
-            Denial::AuthThrottled { .. } => "auth_throttled",
-            Denial::ConcurrencyLimited => "concurrency_limited",
-            Denial::DuplicateParameter => "duplicate_parameter",
-            Denial::PayloadTooLarge { .. } => "payload_too_large",
-            Denial::InvalidPath { .. } => "invalid_path",
-            Denial::PathNotAllowed { .. } => "path_not_allowed",
-            Denial::SymlinkDenied { .. } => "symlink_denied",
-            Denial::PathDenied { .. } => "path_denied",
-            Denial::ReadOnly { .. } => "read_only",
-            Denial::Other { code, .. } => code,
+            Denial::Unauthorized => Fault::Unauthorized,
+            Denial::AmbiguousCredentials => Fault::AmbiguousCredentials,
+            Denial::EndpointDisabled { power: true, .. } => Fault::PowerClosed,
+            Denial::EndpointDisabled { .. } => Fault::EndpointDisabled,
+            Denial::MissingScope { .. } => Fault::MissingScope,
+            Denial::RateLimited { .. } => Fault::RateLimited,
+            Denial::AuthThrottled { .. } => Fault::AuthThrottled,
+            Denial::ConcurrencyLimited => Fault::ConcurrencyLimited,
+            Denial::DuplicateParameter => Fault::DuplicateParameter,
+            Denial::PayloadTooLarge { .. } => Fault::PayloadTooLarge,
+            Denial::InvalidPath { .. } => Fault::InvalidPath,
+            Denial::PathNotAllowed { .. } => Fault::PathNotAllowed,
+            Denial::SymlinkDenied { .. } => Fault::SymlinkDenied,
+            Denial::PathDenied { .. } => Fault::PathDenied,
+            Denial::ReadOnly { .. } => Fault::ReadOnly,
+            Denial::Other { fault, .. } => *fault,
         }
+    }
+
+    /// The stable machine code of the refusal (every denial row has one).
+    pub fn code(&self) -> &'static str {
+        self.fault().code_str().unwrap_or_default()
     }
 
     /// The HTTP status the reference answers this refusal with.
     pub fn status(&self) -> u16 {
-        match self {
-            Denial::Unauthorized => 401,
-            Denial::AmbiguousCredentials | Denial::DuplicateParameter | Denial::InvalidPath { .. } => 400,
-            // A power a preset closes (`preset:read-only:powers.runs_programs`) is a permission
-            // refusal; a switched-off endpoint or group answers as the reference's does.
-            Denial::EndpointDisabled { rule, .. } if is_power_closure(rule) => 403,
-            Denial::EndpointDisabled { .. } => 404,
-            Denial::PayloadTooLarge { .. } => 413,
-            Denial::RateLimited { .. } | Denial::AuthThrottled { .. } | Denial::ConcurrencyLimited => 429,
-            Denial::Other { status, .. } => *status,
-            _ => 403,
-        }
+        self.fault().status()
     }
 
     /// The exception name the reference reports in the body's `type`.
     pub fn error_type(&self) -> &'static str {
-        match self {
-            Denial::Unauthorized => "AuthError",
-            Denial::AmbiguousCredentials
-            | Denial::DuplicateParameter
-            | Denial::InvalidPath { .. }
-            | Denial::PayloadTooLarge { .. }
-            | Denial::EndpointDisabled { .. } => "ValueError",
-            Denial::RateLimited { .. } | Denial::AuthThrottled { .. } | Denial::ConcurrencyLimited => "RateLimited",
-            Denial::Other { error_type, .. } => error_type,
-            _ => "PolicyDenied",
-        }
+        self.fault().error_type()
     }
 
     /// Seconds a client should wait before retrying, for 429s.
@@ -172,14 +153,9 @@ impl Denial {
         }
     }
 
-    /// A generic 403 refusal with a custom code.
-    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
-        Denial::Other { code, message: message.into(), status: 403, error_type: "PolicyDenied" }
-    }
-
-    /// A 400 refusal of a malformed value, with a custom code.
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
-        Denial::Other { code, message: message.into(), status: 400, error_type: "ValueError" }
+    /// A refusal that is the table's row `fault`, with `message`.
+    pub fn new(fault: Fault, message: impl Into<String>) -> Self {
+        Denial::Other { fault, message: message.into() }
     }
 }
 
@@ -190,17 +166,14 @@ mod tests {
     #[test]
     fn statuses_and_types_follow_the_reference() {
         assert_eq!((Denial::Unauthorized.status(), Denial::Unauthorized.error_type()), (401, "AuthError"));
-        let disabled = Denial::EndpointDisabled { message: "off".into(), rule: "r".into() };
+        let disabled = Denial::EndpointDisabled { message: "off".into(), rule: "r".into(), power: false };
         assert_eq!((disabled.status(), disabled.code()), (404, "endpoint_disabled"));
-        let closed =
-            Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:powers.runs_programs".into() };
+        let closed = Denial::EndpointDisabled { message: "off".into(), rule: "p".into(), power: true };
         assert_eq!(
             (closed.status(), closed.code()),
             (403, "endpoint_disabled"),
             "a closed power is a permission refusal"
         );
-        let named = Denial::EndpointDisabled { message: "off".into(), rule: "preset:read-only:groups.process".into() };
-        assert_eq!(named.status(), 404, "the reference's own preset switches keep its status");
         let path = Denial::PathNotAllowed { field: String::new() };
         assert_eq!((path.status(), path.error_type()), (403, "PolicyDenied"));
         assert_eq!(Denial::RateLimited { retry_after: 3 }.retry_after(), Some(3));

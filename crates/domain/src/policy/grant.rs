@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::{Endpoint, Limit, Param};
 
 use super::paths::Touched;
@@ -63,7 +64,7 @@ impl Grant {
         };
         let rule = self.0.engine.rule(other);
         if !rule.enabled {
-            return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
+            return Err(rule.disabled());
         }
         if let Some(scope) = self.0.identity.missing(&rule.scopes) {
             return Err(Denial::MissingScope {
@@ -86,11 +87,11 @@ impl Grant {
     /// `endpoint_disabled` naming the rule that switched process execution off.
     pub fn process_execution(&self) -> Result<Grant, Denial> {
         let Some(start) = abx_wire::endpoints::find(PROCESS_START) else {
-            return Err(Denial::forbidden("process_denied", "process execution is not configured"));
+            return Err(Denial::new(Fault::ProcessDenied, "process execution is not configured"));
         };
         let rule = self.0.engine.rule(start);
         if !rule.enabled {
-            return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
+            return Err(rule.disabled());
         }
         let engine = Arc::clone(&self.0.engine);
         Ok(Grant::new(engine, start, Arc::clone(&self.0.identity), self.0.user.clone()))

@@ -320,7 +320,7 @@ impl PolicyEngine {
         let index = index_of(endpoint);
         let rule = &self.rules[index];
         if !rule.enabled {
-            return Err(Denial::EndpointDisabled { message: rule.disabled_message(), rule: rule.disabled_by.clone() });
+            return Err(rule.disabled());
         }
         if let Some(scope) = identity.missing(&rule.scopes) {
             return Err(Denial::MissingScope {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use abx_wire::endpoints::{Endpoint, Group, Limit, Param, ENDPOINTS};
 use serde::Serialize;
 
-use super::PolicyConfigError;
+use super::{Denial, PolicyConfigError};
 
 /// Which endpoints a layer applies to.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,6 +275,18 @@ impl EffectiveRule {
                 format!("Endpoint '{id}' is disabled by rule {origin}")
             }
         }
+    }
+
+    /// The refusal of the switched-off endpoint: a power a preset closes
+    /// (origin `preset:NAME:powers.POWER`) is a permission refusal, any other
+    /// switch answers as the reference's does.
+    pub fn disabled(&self) -> Denial {
+        let power = self
+            .disabled_by
+            .strip_prefix("preset:")
+            .and_then(|r| r.split_once(':'))
+            .is_some_and(|(_, what)| what.starts_with("powers."));
+        Denial::EndpointDisabled { message: self.disabled_message(), rule: self.disabled_by.clone(), power }
     }
 
     /// The limit `key`, if the policy sets it.

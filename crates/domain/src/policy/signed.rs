@@ -17,6 +17,7 @@
 
 use std::sync::{Arc, PoisonError};
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::SignedOp;
 use base64::Engine;
 use subtle::ConstantTimeEq;
@@ -92,17 +93,13 @@ impl PolicyEngine {
             signers.find(|entry| valid(entry)).map(|entry| Arc::clone(entry.shared()))
         };
         let Some(signer) = signer else {
-            return Err(unauthorized("invalid_signature", "invalid signature"));
+            return Err(Denial::new(Fault::InvalidSignature, "invalid signature"));
         };
         if request.expiration.is_some_and(|exp| exp < now) {
-            return Err(unauthorized("signature_expired", "signature is already expired"));
+            return Err(Denial::new(Fault::SignatureExpired, "signature is already expired"));
         }
         Ok(signer)
     }
-}
-
-fn unauthorized(code: &'static str, message: &str) -> Denial {
-    Denial::Other { code, message: message.to_string(), status: 401, error_type: "AuthError" }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use abx_wire::api::Fault;
 use abx_wire::codec::shlex::split;
 use abx_wire::endpoints::Limit;
 
@@ -187,12 +188,10 @@ pub fn prepare(
     let credentials = match (grant.identity().user.as_deref(), asked) {
         // An identity with a user of its own runs as that user only.
         (Some(own), Some(asked)) if !own.is(asked) => {
-            return Err(Denial::Other {
-                code: "user_not_allowed",
-                message: format!("Identity '{}' runs programs as '{}' only", grant.identity().id, own.name),
-                status: 403,
-                error_type: "PermissionError",
-            }
+            return Err(Denial::new(
+                Fault::UserNotAllowed,
+                format!("Identity '{}' runs programs as '{}' only", grant.identity().id, own.name),
+            )
             .into())
         }
         (Some(own), _) if own.is_other() => {
@@ -211,13 +210,10 @@ pub fn prepare(
 /// Resolves `user` (a name or a uid) and points `HOME`, `USER` and `LOGNAME` at it.
 fn run_as(user: &str, env: &mut BTreeMap<String, String>) -> Result<RunAs, ProcessError> {
     let account = crate::accounts::lookup(user).map_err(|e| match e {
-        LookupError::Unknown(_) => Denial::invalid("user_unknown", format!("Unknown user '{user}'")),
-        LookupError::NotRoot { .. } => Denial::Other {
-            code: "user_not_allowed",
-            message: "Running as another user needs the server to run as root".into(),
-            status: 403,
-            error_type: "PermissionError",
-        },
+        LookupError::Unknown(_) => Denial::new(Fault::UserUnknown, format!("Unknown user '{user}'")),
+        LookupError::NotRoot { .. } => {
+            Denial::new(Fault::UserNotAllowed, "Running as another user needs the server to run as root")
+        }
     })?;
     account.login_env(env);
     Ok(RunAs { no_new_privs: false, ..account.run_as() })

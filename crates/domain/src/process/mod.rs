@@ -38,6 +38,7 @@ pub mod table;
 use std::io;
 use std::process::Stdio;
 
+use abx_wire::api::Fault;
 use nix::errno::Errno;
 
 pub use self::exec::{prepare, ExecKind, ExecSpec};
@@ -60,8 +61,9 @@ pub enum ProcessError {
     Spawn {
         /// `[Errno 2] No such file or directory: 'prog'`.
         message: String,
-        /// `FileNotFoundError`, `PermissionError`, `OSError`, ...
-        error_type: &'static str,
+        /// The error table's row for the OS error (`FileNotFoundError`,
+        /// `PermissionError`, `OSError`, ...).
+        fault: Fault,
     },
     /// The wall-clock limit ended the command (500 `TimeoutError`).
     #[error("Command timed out after {0}s")]
@@ -96,13 +98,28 @@ impl From<tokio::task::JoinError> for ProcessError {
 impl ProcessError {
     /// A spawn failure of `program`, worded as Python's `OSError`.
     pub fn spawn(error: &io::Error, program: &str) -> Self {
-        let error_type = match error.kind() {
-            io::ErrorKind::NotFound => "FileNotFoundError",
-            io::ErrorKind::PermissionDenied => "PermissionError",
-            _ if error.raw_os_error() == Some(Errno::ENOTDIR as i32) => "NotADirectoryError",
-            _ => "OSError",
+        let fault = match error.kind() {
+            io::ErrorKind::NotFound => Fault::SpawnNotFound,
+            io::ErrorKind::PermissionDenied => Fault::SpawnPermission,
+            _ if error.raw_os_error() == Some(Errno::ENOTDIR as i32) => Fault::SpawnNotADirectory,
+            _ => Fault::SpawnFailed,
         };
-        ProcessError::Spawn { message: format!("{}: '{program}'", py_os_error(error)), error_type }
+        ProcessError::Spawn { message: format!("{}: '{program}'", py_os_error(error)), fault }
+    }
+
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            ProcessError::Invalid(_) => Fault::BadRequest,
+            ProcessError::Denied(denial) => denial.fault(),
+            ProcessError::Spawn { fault, .. } => *fault,
+            ProcessError::Timeout(_) => Fault::ProcessTimeout,
+            ProcessError::ProcessLimit(_) => Fault::ProcessLimit,
+            ProcessError::NotFound(_) | ProcessError::Exited(_) => Fault::NotFound,
+            ProcessError::Conflict(_) => Fault::Conflict,
+            ProcessError::Refused(_) => Fault::Refused,
+            ProcessError::Internal(_) => Fault::Internal,
+        }
     }
 }
 
@@ -185,6 +202,6 @@ mod tests {
     fn spawn_errors_read_like_pythons() {
         let err = ProcessError::spawn(&io::Error::from_raw_os_error(2), "nope");
         assert_eq!(err.to_string(), "[Errno 2] No such file or directory: 'nope'");
-        assert!(matches!(err, ProcessError::Spawn { error_type: "FileNotFoundError", .. }));
+        assert!(matches!(err, ProcessError::Spawn { fault: Fault::SpawnNotFound, .. }));
     }
 }

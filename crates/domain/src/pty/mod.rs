@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 use std::time::{Duration, Instant};
 
+use abx_wire::api::Fault;
 use abx_wire::api::PtySessionInfo;
 use tokio_util::sync::CancellationToken;
 
@@ -82,6 +83,26 @@ pub enum TerminalError {
     /// The terminal or the shell could not be started.
     #[error("cannot start the terminal: {0}")]
     Spawn(#[source] std::io::Error),
+}
+
+impl TerminalError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            TerminalError::ShellNotAllowed(_)
+            | TerminalError::InvalidSize
+            | TerminalError::ResizeNotIntegers
+            | TerminalError::SizeOutOfRange => Fault::BadRequest,
+            TerminalError::ShellMissing(_) => Fault::ShellNotFound,
+            TerminalError::ShellDenied(_) => Fault::ShellNotAllowed,
+            TerminalError::EnvNotAMapping => Fault::EnvInvalid,
+            TerminalError::Env(denial) => denial.fault(),
+            TerminalError::EnvNotAllowed(_) => Fault::EnvVarNotAllowed,
+            TerminalError::SessionLimit(_) => Fault::SessionLimit,
+            TerminalError::NotFound(_) => Fault::SessionNotFound,
+            TerminalError::Spawn(_) => Fault::TerminalSpawn,
+        }
+    }
 }
 
 /// Settings of the terminal domain (config file and flags).

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use abx_wire::api::Fault;
+
 use crate::environment::ChildEnv;
 use crate::policy::guards::env::{check_assignments, is_sensitive, VarRules, PROTECTED};
 use crate::policy::Denial;
@@ -25,6 +27,17 @@ pub enum EnvError {
     /// An assignment the guard or the policy refuses.
     #[error(transparent)]
     Denied(#[from] Denial),
+}
+
+impl EnvError {
+    /// The error's row of the error table.
+    pub fn fault(&self) -> Fault {
+        match self {
+            EnvError::NotAnObject => Fault::BadRequest,
+            EnvError::Protected(_) => Fault::EnvProtected,
+            EnvError::Denied(denial) => denial.fault(),
+        }
+    }
 }
 
 /// The variables `GET /env` shows; `filter` is a comma-separated list of names.
@@ -78,7 +91,7 @@ pub fn set(
     crate::policy::guards::check_not_dangerous(admitted.iter().map(|(name, _)| name), commands_restricted)?;
     if let Some((name, _)) = admitted.iter().find(|(name, _)| is_secret(name) || !rules.allows(name)) {
         return Err(
-            Denial::forbidden("env_var_not_allowed", format!("Environment variable '{name}' is not allowed")).into()
+            Denial::new(Fault::EnvVarNotAllowed, format!("Environment variable '{name}' is not allowed")).into()
         );
     }
     let mut updated: Vec<String> = admitted.iter().map(|(k, _)| k.clone()).collect();

@@ -125,6 +125,20 @@ macro_rules! error_codes {
                 }
             }
 
+            /// The wire spelling of a known code (`None` for [`ErrorCode::Other`]).
+            ///
+            /// ```
+            /// use abx_wire::api::error::ErrorCode;
+            ///
+            /// assert_eq!(ErrorCode::FileExists.known_str(), Some("file_exists"));
+            /// ```
+            pub fn known_str(&self) -> Option<&'static str> {
+                match self {
+                    $(ErrorCode::$variant => Some($wire),)+
+                    ErrorCode::Other(_) => None,
+                }
+            }
+
             /// The code the wire spells `code`.
             ///
             /// ```
@@ -180,6 +194,10 @@ error_codes! {
     UnknownEndpoint = "unknown_endpoint",
     /// An unexpected failure; details are in the server's log (500).
     Internal = "internal",
+    /// The client cancelled the call (an MCP tool call, 400).
+    Cancelled = "cancelled",
+    /// A resume asked for events no longer held, not even as a count (an MCP stream forgotten, 410).
+    DataLoss = "data_loss",
     // Paths.
     /// A path is empty, contains NUL or is too long (400).
     InvalidPath = "invalid_path",

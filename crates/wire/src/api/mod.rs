@@ -10,6 +10,7 @@ pub mod commands;
 pub mod core;
 pub mod envd;
 pub mod error;
+pub mod fault;
 pub mod files;
 pub mod process;
 pub mod pty;
@@ -18,6 +19,7 @@ pub mod system;
 pub use self::commands::{CommandArgInfo, CommandInfo, CommandList, CommandResult};
 pub use self::core::{Capabilities, CheckRequest, Decision, EndpointState, Health};
 pub use self::error::{ErrorBody, ErrorCode};
+pub use self::fault::{ConnectCode, Fault};
 pub use self::pty::{
     PtyClientMessage, PtyClosed, PtyCreateRequest, PtyCreated, PtyMessage, PtyResizeRequest, PtySessionInfo,
     PtySessionList,

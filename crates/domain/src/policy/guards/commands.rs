@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use abx_wire::api::Fault;
 use abx_wire::codec::shlex::split;
 use abx_wire::endpoints::Param;
 
@@ -24,10 +25,10 @@ pub const MAX_ARG_LENGTH: usize = 4096;
 /// Longest argv element the kernel takes (`MAX_ARG_STRLEN`, 32 pages, with its NUL).
 pub const KERNEL_MAX_ARG_LENGTH: usize = 32 * 4096 - 1;
 const MAX_ELLIPSES: usize = 3;
-const DENIED: &str = "command_not_allowed";
+const DENIED: Fault = Fault::CommandNotAllowed;
 
 fn invalid(message: &str) -> Denial {
-    Denial::invalid("command_invalid", message)
+    Denial::new(Fault::CommandInvalid, message)
 }
 
 /// A malformed command pattern in the policy; answered as a 400 `ValueError`, as the reference.
@@ -250,11 +251,11 @@ impl CommandGuard {
             return Err(invalid("Empty executable"));
         }
         if shell && !self.is_empty() {
-            return Err(Denial::forbidden("shell_not_allowed", "A shell is not permitted here"));
+            return Err(Denial::new(Fault::ShellNotAllowed, "A shell is not permitted here"));
         }
         let expanded = expand_short_flags(argv);
         if self.deny.iter().any(|tokens| self.matches(tokens, &expanded).is_some()) {
-            return Err(Denial::forbidden(DENIED, format!("Command '{}' is denied by policy", argv[0])));
+            return Err(Denial::new(DENIED, format!("Command '{}' is denied by policy", argv[0])));
         }
         if self.allow.is_empty() {
             return Ok(argv.to_vec());
@@ -266,15 +267,15 @@ impl CommandGuard {
             }
             return self.canonicalise(argv, &expanded, &paths);
         }
-        Err(Denial::forbidden(DENIED, format!("Command '{}' is not in the allow-list", argv[0])))
+        Err(Denial::new(DENIED, format!("Command '{}' is not in the allow-list", argv[0])))
     }
 
     fn canonicalise(&self, argv: &[String], expanded: &[String], paths: &[usize]) -> Result<Vec<String>, Denial> {
         let Some(guard) = &self.path_guard else {
-            return Err(Denial::forbidden(DENIED, "Command pattern needs a path scope"));
+            return Err(Denial::new(DENIED, "Command pattern needs a path scope"));
         };
         if expanded != argv {
-            return Err(Denial::forbidden(DENIED, "Grouped short flags cannot be combined with {path}"));
+            return Err(Denial::new(DENIED, "Grouped short flags cannot be combined with {path}"));
         }
         let mut out = argv.to_vec();
         for &index in paths {

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::Param;
 use globset::{Glob, GlobMatcher};
 
@@ -139,8 +140,8 @@ pub fn check_not_dangerous<'a>(names: impl IntoIterator<Item = &'a String>, rest
         return Ok(());
     }
     match names.into_iter().find(|name| is_dangerous(name)) {
-        Some(name) => Err(Denial::forbidden(
-            "env_var_denied",
+        Some(name) => Err(Denial::new(
+            Fault::EnvVarDenied,
             format!("Environment variable '{name}' cannot be set while the policy restricts commands"),
         )),
         None => Ok(()),
@@ -168,13 +169,10 @@ pub fn check_env(updates: &BTreeMap<String, String>, deny: &[String]) -> Result<
 /// (`env_var_denied`).
 fn check_assignment(name: &str, value: Option<&str>, denied: impl Fn(&str) -> bool) -> Result<(), Denial> {
     if !is_valid_name(name) || value.is_none_or(|v| v.contains('\0')) {
-        return Err(Denial::invalid("env_invalid", format!("Invalid environment assignment '{name}'")));
+        return Err(Denial::new(Fault::EnvInvalid, format!("Invalid environment assignment '{name}'")));
     }
     if name.to_ascii_uppercase().starts_with("ABX_") || denied(name) {
-        return Err(Denial::forbidden(
-            "env_var_denied",
-            format!("Environment variable '{name}' cannot be overwritten"),
-        ));
+        return Err(Denial::new(Fault::EnvVarDenied, format!("Environment variable '{name}' cannot be overwritten")));
     }
     Ok(())
 }
@@ -312,9 +310,7 @@ pub fn check_not_secret<'a>(
     is_secret: impl Fn(&str) -> bool,
 ) -> Result<(), Denial> {
     match names.into_iter().find(|n| is_secret(n)) {
-        Some(name) => {
-            Err(Denial::forbidden("env_var_not_allowed", format!("Environment variable '{name}' is protected")))
-        }
+        Some(name) => Err(Denial::new(Fault::EnvVarNotAllowed, format!("Environment variable '{name}' is protected"))),
         None => Ok(()),
     }
 }

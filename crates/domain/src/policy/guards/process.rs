@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::Param;
 
 use super::super::paths::{normalize, realpath};
@@ -43,13 +44,13 @@ pub fn which(program: &str, path: Option<&str>, cwd: &Path) -> PathBuf {
 /// `process_invalid` (400) for an empty executable, `process_denied` (403).
 pub fn check_process(argv: &[String], path: Option<&str>, cwd: &Path) -> Result<PathBuf, Denial> {
     let Some(exe) = argv.first().filter(|e| !e.is_empty() && !e.contains('\0')) else {
-        return Err(Denial::invalid("process_invalid", "Empty executable"));
+        return Err(Denial::new(Fault::ProcessInvalid, "Empty executable"));
     };
     let looked_up = which(exe, path, cwd);
     let lexical = normalize(&looked_up);
     if under_denied_root(&lexical) || under_denied_root(&realpath(&lexical)) {
-        return Err(Denial::forbidden(
-            "process_denied",
+        return Err(Denial::new(
+            Fault::ProcessDenied,
             format!("Executable '{exe}' resolves under a protected directory"),
         ));
     }
@@ -66,7 +67,7 @@ pub fn check_process(argv: &[String], path: Option<&str>, cwd: &Path) -> Result<
 pub fn check_signal(grant: &Grant, signal: i64) -> Result<(), Denial> {
     if let Some(ParamValue::Ints(allowed)) = grant.param(Param::AllowedSignals) {
         if !allowed.contains(&signal) {
-            return Err(Denial::forbidden("signal_not_allowed", format!("Signal {signal} is not permitted by policy")));
+            return Err(Denial::new(Fault::SignalNotAllowed, format!("Signal {signal} is not permitted by policy")));
         }
     }
     Ok(())

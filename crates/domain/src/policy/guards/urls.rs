@@ -23,6 +23,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use abx_wire::api::Fault;
 use abx_wire::endpoints::Param;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
@@ -40,18 +41,18 @@ pub struct UrlRefusal {
 }
 
 impl UrlRefusal {
-    fn new(code: &'static str, message: impl Into<String>, rule: impl Into<String>) -> Self {
-        UrlRefusal { denial: Denial::forbidden(code, message), rule: rule.into() }
+    fn new(fault: Fault, message: impl Into<String>, rule: impl Into<String>) -> Self {
+        UrlRefusal { denial: Denial::new(fault, message), rule: rule.into() }
     }
 
     fn invalid() -> Self {
-        UrlRefusal { denial: Denial::invalid("url_invalid", "Invalid URL"), rule: "url".into() }
+        UrlRefusal { denial: Denial::new(Fault::UrlInvalid, "Invalid URL"), rule: "url".into() }
     }
 
     /// A connection that carries neither TLS nor HTTP (the browser's proxy
     /// cannot tell what it would reach).
     pub fn unknown_protocol() -> Self {
-        UrlRefusal::new("url_not_allowed", "Only http(s) and ws(s) connections are allowed", "scheme")
+        UrlRefusal::new(Fault::UrlNotAllowed, "Only http(s) and ws(s) connections are allowed", "scheme")
     }
 }
 
@@ -175,13 +176,17 @@ impl UrlPolicy {
             } else {
                 format!("The {scheme}: scheme is not allowed")
             };
-            return Err(UrlRefusal::new("url_not_allowed", message, "scheme"));
+            return Err(UrlRefusal::new(Fault::UrlNotAllowed, message, "scheme"));
         }
         if let Some((pattern, _)) = self.deny.iter().find(|(_, m)| m.is_match(url)) {
-            return Err(UrlRefusal::new("url_not_allowed", "URL is denied by policy", format!("url_deny:{pattern}")));
+            return Err(UrlRefusal::new(
+                Fault::UrlNotAllowed,
+                "URL is denied by policy",
+                format!("url_deny:{pattern}"),
+            ));
         }
         if !self.allow.is_empty() && !self.allow.iter().any(|m| m.is_match(url)) {
-            return Err(UrlRefusal::new("url_not_allowed", "URL is not in the allow-list", "url_allow"));
+            return Err(UrlRefusal::new(Fault::UrlNotAllowed, "URL is not in the allow-list", "url_allow"));
         }
         let Ok(parsed) = parsed else { return Err(UrlRefusal::invalid()) };
         let port = parsed.port_or_known_default().unwrap_or(80);
@@ -207,11 +212,15 @@ impl UrlPolicy {
         let origins = [format!("https://{authority}"), format!("wss://{authority}")];
         let with_slash = origins.clone().map(|o| o + "/");
         if let Some((pattern, _)) = self.deny.iter().find(|(_, m)| with_slash.iter().any(|o| m.is_match(o))) {
-            return Err(UrlRefusal::new("url_not_allowed", "URL is denied by policy", format!("url_deny:{pattern}")));
+            return Err(UrlRefusal::new(
+                Fault::UrlNotAllowed,
+                "URL is denied by policy",
+                format!("url_deny:{pattern}"),
+            ));
         }
         let allowed = |m: &GlobMatcher| origins.iter().chain(&with_slash).any(|o| m.is_match(o));
         if !self.allow.is_empty() && !self.allow_origins.iter().any(allowed) {
-            return Err(UrlRefusal::new("url_not_allowed", "URL is not in the allow-list", "url_allow"));
+            return Err(UrlRefusal::new(Fault::UrlNotAllowed, "URL is not in the allow-list", "url_allow"));
         }
         match &parsed {
             url::Host::Domain(name) => self.host(url::Host::Domain(name.as_str()), port),
@@ -254,11 +263,13 @@ impl UrlPolicy {
         }
         match addresses.iter().find(|ip| !is_public(**ip)) {
             None => Ok(()),
-            Some(_) if self.block_private == Some(true) => {
-                Err(UrlRefusal::new("url_not_allowed", "URL resolves to a private network", "block_private_networks"))
-            }
+            Some(_) if self.block_private == Some(true) => Err(UrlRefusal::new(
+                Fault::UrlNotAllowed,
+                "URL resolves to a private network",
+                "block_private_networks",
+            )),
             Some(ip) => Err(UrlRefusal::new(
-                "url_denied",
+                Fault::UrlDenied,
                 format!("{name} resolves to {ip}: loopback, link-local and private addresses are not allowed"),
                 "private_address",
             )),
@@ -284,7 +295,7 @@ fn well_formed(url: &str) -> Result<(), UrlRefusal> {
 }
 
 fn literal_refusal() -> UrlRefusal {
-    UrlRefusal::new("url_denied", "Loopback, link-local and private addresses are not allowed", "private_address")
+    UrlRefusal::new(Fault::UrlDenied, "Loopback, link-local and private addresses are not allowed", "private_address")
 }
 
 /// Whether `ip` is a public unicast address: not loopback, link-local,
