@@ -19,8 +19,6 @@ pub mod envd;
 pub mod error;
 pub mod extract;
 pub(crate) mod files;
-pub(crate) mod files_json;
-pub(crate) mod files_transfer;
 pub mod limits;
 pub mod listener;
 pub mod mcp;

@@ -9,9 +9,7 @@ use abx_wire::endpoints::{Endpoint, Method};
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{
-    agents, browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState,
-};
+use super::{agents, browser, code, commands, core, files, mcp, process, pty, system, AppState};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
 pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
@@ -35,20 +33,20 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "env_set" => bind(endpoint, system::env_set),
         "ports" => bind(endpoint, system::ports),
         "packages" => bind(endpoint, system::packages),
-        "files_list" => bind(endpoint, files::list),
-        "files_stat" => bind(endpoint, files::stat),
-        "files_mkdir" => bind(endpoint, files::mkdir),
-        "files_delete" => bind(endpoint, files::delete),
-        "files_move" => bind(endpoint, files::rename),
-        "files_search" => bind(endpoint, files::search),
-        "files_upload_stream" => bind(endpoint, files_json::upload_stream),
-        "files_download_stream" => bind(endpoint, files_transfer::download_stream),
-        "files_archive" => bind(endpoint, files_transfer::archive),
-        "files_watch" => bind(endpoint, files_transfer::watch),
-        "files_content_read" => bind(endpoint, files_transfer::content_read),
-        "files_content_write" => bind(endpoint, files_transfer::content_write),
-        "files_upload_status" => bind(endpoint, files_transfer::upload_status),
-        "files_upload_cancel" => bind(endpoint, files_transfer::upload_cancel),
+        "files_list" => bind(endpoint, files::entries::list),
+        "files_stat" => bind(endpoint, files::entries::stat),
+        "files_mkdir" => bind(endpoint, files::entries::mkdir),
+        "files_delete" => bind(endpoint, files::entries::delete),
+        "files_move" => bind(endpoint, files::entries::rename),
+        "files_search" => bind(endpoint, files::entries::search),
+        "files_upload_stream" => bind(endpoint, files::json_upload::upload_stream),
+        "files_download_stream" => bind(endpoint, files::json_download::download_stream),
+        "files_archive" => bind(endpoint, files::json_download::archive),
+        "files_watch" => bind(endpoint, files::watch::watch),
+        "files_content_read" => bind(endpoint, files::content::content_read),
+        "files_content_write" => bind(endpoint, files::content::content_write),
+        "files_upload_status" => bind(endpoint, files::content::upload_status),
+        "files_upload_cancel" => bind(endpoint, files::content::upload_cancel),
         "list_commands" => bind(endpoint, commands::list),
         "run_command" => bind(endpoint, commands::run),
         "pty_create_session" => bind(endpoint, pty::create),
