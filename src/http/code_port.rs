@@ -59,6 +59,8 @@ pub struct CodeState {
     pub executions: Arc<Executions>,
 }
 
+crate::http::extract::grant_extractor!(CodeState);
+
 /// The router of the code port: one route per `code_*` row of the endpoint
 /// table, each behind the pipeline.
 pub fn router(state: CodeState) -> Router {

@@ -55,6 +55,8 @@ pub struct EnvdState {
     pub envd: Arc<Envd>,
 }
 
+crate::http::extract::grant_extractor!(EnvdState);
+
 /// One call to a Connect method: the port's state, the grant the pipeline
 /// gave, and the request [`connect`] serves. Each method's handler states
 /// only what it does with them.
