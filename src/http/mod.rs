@@ -25,7 +25,6 @@ pub mod mcp;
 pub mod pipeline;
 pub(crate) mod process;
 pub mod pty;
-mod pty_ws;
 pub mod routes;
 pub(crate) mod system;
 #[cfg(test)]
