@@ -5,11 +5,11 @@
 //! binding. An id with no handler here answers 501 and is reported as
 //! `not_implemented` in `/capabilities`.
 
-use abx_wire::endpoints::{Endpoint, Method};
+use abx_wire::endpoints::Endpoint;
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{agents, browser, code, commands, core, files, mcp, process, pty, system, AppState};
+use super::{agents, browser, code, commands, core, files, mcp, method_filter, process, pty, system, AppState};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
 pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
@@ -54,9 +54,9 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "pty_detail" => bind(endpoint, pty::detail),
         "pty_resize" => bind(endpoint, pty::resize),
         "pty_delete_session" => bind(endpoint, pty::delete),
-        "code_run" => bind(endpoint, code::code_run),
-        "git_status" => bind(endpoint, code::git_status),
-        "git_diff" => bind(endpoint, code::git_diff),
+        "code_run" => bind(endpoint, code::api::code_run),
+        "git_status" => bind(endpoint, code::api::git_status),
+        "git_diff" => bind(endpoint, code::api::git_diff),
         "browser_navigate" => bind(endpoint, browser::navigate),
         "browser_screenshot" => bind(endpoint, browser::screenshot),
         "browser_content" => bind(endpoint, browser::content),
@@ -159,17 +159,6 @@ where
     on(method_filter(endpoint.method), handler)
 }
 
-/// The axum method filter of a table method.
-pub fn method_filter(method: Method) -> MethodFilter {
-    match method {
-        Method::Get | Method::Ws => MethodFilter::GET,
-        Method::Post => MethodFilter::POST,
-        Method::Put => MethodFilter::PUT,
-        Method::Delete => MethodFilter::DELETE,
-        Method::Head => MethodFilter::HEAD,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -179,7 +168,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
     use tower::ServiceExt;
 
-    use crate::http::code_port::{self, CodeState};
+    use crate::http::code::port::{self as code_port, CodeState};
     use crate::http::envd::{self, EnvdState};
     use crate::http::{self as edge, AppState};
     use abx_domain::policy::{PolicyEngine, PolicyInputs};
@@ -244,7 +233,7 @@ mod tests {
         for (port, router) in routers() {
             for endpoint in ENDPOINTS.iter().filter(|e| e.port == port) {
                 let path = placeholder.replace_all(&endpoint.path.replace("{pid}", "1"), "x").into_owned();
-                let method = crate::http::routes::method_filter(endpoint.method);
+                let method = crate::http::method_filter(endpoint.method);
                 let method = ["GET", "POST", "PUT", "DELETE", "HEAD"]
                     .into_iter()
                     .find(|m| {

@@ -174,7 +174,7 @@ where
     H: axum::handler::Handler<T, EnvdState>,
     T: 'static,
 {
-    axum::routing::on(crate::http::routes::method_filter(endpoint.method), handler)
+    axum::routing::on(crate::http::method_filter(endpoint.method), handler)
 }
 
 async fn not_found(request: Request) -> Response {

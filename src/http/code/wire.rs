@@ -16,7 +16,7 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
+use crate::http::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 
 /// A plain-text error answer.
 #[derive(Debug)]
