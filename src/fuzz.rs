@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::http::envd::connect;
-use crate::http::files_json::scan::{Event, Scanner};
+use crate::http::files::json_upload::scan::{Event, Scanner};
 
 /// A fuzz target: takes arbitrary bytes, panics on a finding.
 pub type Target = fn(&[u8]);

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{BaseDirSource, Config};
-use crate::http::code_port::{self, CodeState};
+use crate::http::code::port::{self as code_port, CodeState};
 use crate::http::envd::EnvdState;
 use crate::http::{self, AppState};
 

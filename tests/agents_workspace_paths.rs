@@ -188,3 +188,49 @@ fn texts_under(dir: &Path) -> Vec<(std::path::PathBuf, String)> {
     }
     out
 }
+
+/// An environment file never lands outside the path rules through a symlink
+/// planted in the workspace: a final component naming a file outside, a
+/// dangling one naming a missing file outside, and a directory leading
+/// outside are each refused by the path guard (the policy's 403), and
+/// nothing outside is created or changed; the listing shows none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_files_do_not_escape_through_symlinks_in_the_workspace() {
+    let base = tempfile::tempdir().expect("base");
+    let outside = tempfile::tempdir().expect("outside");
+    let state = base.path().join("state");
+    let server = start(base.path(), &state);
+    let ws = base.path().join("ws");
+    let reply = create(&server, json!({"workspace_directory": ws.to_str()})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let env_id = reply.body["id"].as_str().expect("id").to_string();
+    let files_at = format!("/v1/agents/environments/{env_id}/files");
+
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, b"untouched").expect("secret");
+    std::os::unix::fs::symlink(&secret, ws.join("notes.txt")).expect("file symlink");
+    std::os::unix::fs::symlink(outside.path().join("new.txt"), ws.join("dangling.txt")).expect("dangling symlink");
+    std::os::unix::fs::symlink(outside.path(), ws.join("out")).expect("directory symlink");
+
+    for path in ["/workspace/notes.txt", "/workspace/dangling.txt", "/workspace/out/x.txt", "/workspace/out/d/y.txt"] {
+        let file = json!({"type": "inline", "path": path, "data": b64(b"owned")});
+        let reply = call(&server, "POST", &files_at, Some(file)).await;
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (403, Some("path_not_allowed")),
+            "{path}: {}",
+            reply.body
+        );
+    }
+    assert_eq!(std::fs::read(&secret).expect("secret"), b"untouched");
+    let mut outside_now: Vec<String> = std::fs::read_dir(outside.path())
+        .expect("outside")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    outside_now.sort();
+    assert_eq!(outside_now, ["secret.txt"], "nothing was made outside the workspace");
+
+    let listed = call(&server, "GET", &files_at, None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(0), "{}", listed.body);
+}

@@ -5,7 +5,6 @@
 //! 400 `ValueError`. A [`Grant`] is the admitted request's policy context,
 //! put there by the pipeline.
 
-use abx_domain::policy::Grant;
 use axum::body::{to_bytes, Body};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -74,24 +73,29 @@ where
 }
 
 /// The grant the pipeline attached: a handler of any port takes it as an
-/// argument. (One impl per port's state: the orphan rule wants a local type
-/// in the impl, and `Grant` is the domain's.)
+/// argument. One impl per port's state, written where that state is
+/// defined (the orphan rule wants a local type in the impl, and `Grant` is
+/// the domain's), so this plumbing names no feature.
 macro_rules! grant_extractor {
     ($($state:ty),+) => {$(
-        impl FromRequestParts<$state> for Grant {
-            type Rejection = ApiError;
+        impl axum::extract::FromRequestParts<$state> for abx_domain::policy::Grant {
+            type Rejection = $crate::http::error::ApiError;
 
-            async fn from_request_parts(parts: &mut Parts, _state: &$state) -> Result<Self, Self::Rejection> {
-                parts.extensions.get::<Grant>().cloned().ok_or_else(|| {
+            async fn from_request_parts(
+                parts: &mut axum::http::request::Parts,
+                _state: &$state,
+            ) -> Result<Self, Self::Rejection> {
+                parts.extensions.get::<abx_domain::policy::Grant>().cloned().ok_or_else(|| {
                     tracing::error!("handler ran without a grant: the pipeline was bypassed");
-                    ApiError::internal()
+                    $crate::http::error::ApiError::internal()
                 })
             }
         }
     )+};
 }
+pub(crate) use grant_extractor;
 
-grant_extractor!(AppState, super::code_port::CodeState, super::envd::EnvdState);
+grant_extractor!(AppState);
 
 /// Reads a whole body up to `limit` bytes (for handlers that need raw bytes).
 ///

@@ -8,9 +8,7 @@
 
 pub mod agents;
 mod browser;
-mod code;
-pub mod code_port;
-pub mod code_wire;
+pub mod code;
 mod commands;
 mod conn;
 mod core;
@@ -19,15 +17,12 @@ pub mod envd;
 pub mod error;
 pub mod extract;
 pub(crate) mod files;
-pub(crate) mod files_json;
-pub(crate) mod files_transfer;
 pub mod limits;
 pub mod listener;
 pub mod mcp;
 pub mod pipeline;
 pub(crate) mod process;
 pub mod pty;
-mod pty_ws;
 pub mod routes;
 pub(crate) mod system;
 #[cfg(test)]
@@ -274,5 +269,19 @@ pub fn serve(
                 Ok(())
             }
         }
+    }
+}
+
+/// The axum method filter of a table method: every port's router binds
+/// its rows with it.
+pub fn method_filter(method: abx_wire::endpoints::Method) -> axum::routing::MethodFilter {
+    use abx_wire::endpoints::Method as Table;
+    use axum::routing::MethodFilter;
+    match method {
+        Table::Get | Table::Ws => MethodFilter::GET,
+        Table::Post => MethodFilter::POST,
+        Table::Put => MethodFilter::PUT,
+        Table::Delete => MethodFilter::DELETE,
+        Table::Head => MethodFilter::HEAD,
     }
 }

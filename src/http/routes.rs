@@ -5,13 +5,11 @@
 //! binding. An id with no handler here answers 501 and is reported as
 //! `not_implemented` in `/capabilities`.
 
-use abx_wire::endpoints::{Endpoint, Method};
+use abx_wire::endpoints::Endpoint;
 use axum::handler::Handler;
 use axum::routing::{on, MethodFilter, MethodRouter};
 
-use super::{
-    agents, browser, code, commands, core, files, files_json, files_transfer, mcp, process, pty, system, AppState,
-};
+use super::{agents, browser, code, commands, core, files, mcp, method_filter, process, pty, system, AppState};
 
 /// The handler of `endpoint`, bound to its method, if this build serves it.
 pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
@@ -35,20 +33,20 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "env_set" => bind(endpoint, system::env_set),
         "ports" => bind(endpoint, system::ports),
         "packages" => bind(endpoint, system::packages),
-        "files_list" => bind(endpoint, files::list),
-        "files_stat" => bind(endpoint, files::stat),
-        "files_mkdir" => bind(endpoint, files::mkdir),
-        "files_delete" => bind(endpoint, files::delete),
-        "files_move" => bind(endpoint, files::rename),
-        "files_search" => bind(endpoint, files::search),
-        "files_upload_stream" => bind(endpoint, files_json::upload_stream),
-        "files_download_stream" => bind(endpoint, files_transfer::download_stream),
-        "files_archive" => bind(endpoint, files_transfer::archive),
-        "files_watch" => bind(endpoint, files_transfer::watch),
-        "files_content_read" => bind(endpoint, files_transfer::content_read),
-        "files_content_write" => bind(endpoint, files_transfer::content_write),
-        "files_upload_status" => bind(endpoint, files_transfer::upload_status),
-        "files_upload_cancel" => bind(endpoint, files_transfer::upload_cancel),
+        "files_list" => bind(endpoint, files::entries::list),
+        "files_stat" => bind(endpoint, files::entries::stat),
+        "files_mkdir" => bind(endpoint, files::entries::mkdir),
+        "files_delete" => bind(endpoint, files::entries::delete),
+        "files_move" => bind(endpoint, files::entries::rename),
+        "files_search" => bind(endpoint, files::entries::search),
+        "files_upload_stream" => bind(endpoint, files::json_upload::upload_stream),
+        "files_download_stream" => bind(endpoint, files::json_download::download_stream),
+        "files_archive" => bind(endpoint, files::json_download::archive),
+        "files_watch" => bind(endpoint, files::watch::watch),
+        "files_content_read" => bind(endpoint, files::content::content_read),
+        "files_content_write" => bind(endpoint, files::content::content_write),
+        "files_upload_status" => bind(endpoint, files::content::upload_status),
+        "files_upload_cancel" => bind(endpoint, files::content::upload_cancel),
         "list_commands" => bind(endpoint, commands::list),
         "run_command" => bind(endpoint, commands::run),
         "pty_create_session" => bind(endpoint, pty::create),
@@ -56,9 +54,9 @@ pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<AppState>> {
         "pty_detail" => bind(endpoint, pty::detail),
         "pty_resize" => bind(endpoint, pty::resize),
         "pty_delete_session" => bind(endpoint, pty::delete),
-        "code_run" => bind(endpoint, code::code_run),
-        "git_status" => bind(endpoint, code::git_status),
-        "git_diff" => bind(endpoint, code::git_diff),
+        "code_run" => bind(endpoint, code::api::code_run),
+        "git_status" => bind(endpoint, code::api::git_status),
+        "git_diff" => bind(endpoint, code::api::git_diff),
         "browser_navigate" => bind(endpoint, browser::navigate),
         "browser_screenshot" => bind(endpoint, browser::screenshot),
         "browser_content" => bind(endpoint, browser::content),
@@ -161,17 +159,6 @@ where
     on(method_filter(endpoint.method), handler)
 }
 
-/// The axum method filter of a table method.
-pub fn method_filter(method: Method) -> MethodFilter {
-    match method {
-        Method::Get | Method::Ws => MethodFilter::GET,
-        Method::Post => MethodFilter::POST,
-        Method::Put => MethodFilter::PUT,
-        Method::Delete => MethodFilter::DELETE,
-        Method::Head => MethodFilter::HEAD,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -181,7 +168,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
     use tower::ServiceExt;
 
-    use crate::http::code_port::{self, CodeState};
+    use crate::http::code::port::{self as code_port, CodeState};
     use crate::http::envd::{self, EnvdState};
     use crate::http::{self as edge, AppState};
     use abx_domain::policy::{PolicyEngine, PolicyInputs};
@@ -246,7 +233,7 @@ mod tests {
         for (port, router) in routers() {
             for endpoint in ENDPOINTS.iter().filter(|e| e.port == port) {
                 let path = placeholder.replace_all(&endpoint.path.replace("{pid}", "1"), "x").into_owned();
-                let method = crate::http::routes::method_filter(endpoint.method);
+                let method = crate::http::method_filter(endpoint.method);
                 let method = ["GET", "POST", "PUT", "DELETE", "HEAD"]
                     .into_iter()
                     .find(|m| {

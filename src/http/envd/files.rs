@@ -235,8 +235,7 @@ struct Upload<'a> {
 
 impl Upload<'_> {
     fn policy(&self) -> WritePolicy {
-        let max_bytes = self.grant.limit(Limit::MaxBytes).map(LimitValue::as_u64);
-        let mut policy = crate::http::files_transfer::write_policy(self.grant, max_bytes);
+        let mut policy = WritePolicy::for_grant(self.grant, None);
         policy.owner = abx_domain::envd::filesystem::owner_of(self.account);
         policy.xattrs = abx_domain::envd::metadata::attributes(self.metadata);
         policy

@@ -55,6 +55,8 @@ pub struct EnvdState {
     pub envd: Arc<Envd>,
 }
 
+crate::http::extract::grant_extractor!(EnvdState);
+
 /// One call to a Connect method: the port's state, the grant the pipeline
 /// gave, and the request [`connect`] serves. Each method's handler states
 /// only what it does with them.
@@ -172,7 +174,7 @@ where
     H: axum::handler::Handler<T, EnvdState>,
     T: 'static,
 {
-    axum::routing::on(crate::http::routes::method_filter(endpoint.method), handler)
+    axum::routing::on(crate::http::method_filter(endpoint.method), handler)
 }
 
 async fn not_found(request: Request) -> Response {

@@ -1,5 +1,5 @@
 //! The code tools: thin calls into the code interpreter (the same contexts
-//! `POST /execute` runs in), with the code port's checks (`code_wire`). An execution's
+//! `POST /execute` runs in), with the code port's checks (`http/code/wire.rs`). An execution's
 //! text and data come back as text content, figures as image content, an
 //! exception as a tool error with its traceback; a cancelled call
 //! interrupts the execution.
@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::call::{arguments, Ctx, Outcome};
 use super::call::{json_result, Empty};
-use crate::http::code_wire::{commands_unrestricted, context_cwd, TextError};
+use crate::http::code::wire::{commands_unrestricted, context_cwd, TextError};
 use crate::http::error::ApiError;
 
 /// Text kept per stream of one execution.

@@ -4,7 +4,7 @@
 //! file, an exact-string edit).
 
 use abx_domain::fs::text::{self, Text};
-use abx_domain::fs::{self, read, safe, FsError};
+use abx_domain::fs::{self, read, safe, FsError, WritePolicy};
 use abx_domain::policy::{Grant, Op};
 use abx_wire::endpoints::Limit;
 use axum::extract::State;
@@ -18,9 +18,9 @@ use serde_json::{json, Map, Value};
 use super::call::{arguments, json_result, Ctx, Outcome};
 use crate::http::error::ApiError;
 use crate::http::extract::{JsonBody, Query};
+use crate::http::files::entries as handlers;
 use crate::http::files::{at, limit_or, resolve_write};
-use crate::http::files_transfer::write_policy;
-use crate::http::{files as handlers, AppState};
+use crate::http::AppState;
 
 /// Text returned by one `read`.
 pub const READ_BUDGET: usize = 256 * 1024;
@@ -238,7 +238,7 @@ async fn put(
     bytes: Bytes,
     overwrite: bool,
 ) -> Result<CallToolResult, ApiError> {
-    let mut policy = write_policy(grant, grant.limit(Limit::MaxBytes).map(abx_domain::policy::LimitValue::as_u64));
+    let mut policy = WritePolicy::for_grant(grant, None);
     policy.overwrite &= overwrite;
     let guard = grant.guard();
     let target = resolve_write(grant, raw).await?;

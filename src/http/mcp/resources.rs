@@ -13,7 +13,7 @@ use serde_json::json;
 use super::files::{image_type, load, Loaded};
 use crate::http::error::ApiError;
 use crate::http::extract::Query;
-use crate::http::files as handlers;
+use crate::http::files::entries as handlers;
 use crate::http::pipeline::admit_call;
 use crate::http::AppState;
 

@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::http::code_wire::TextError;
+use crate::http::code::wire::TextError;
 use crate::http::envd::connect::{self, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
 

@@ -3,16 +3,17 @@
 //!
 //! Only reported paths are copied (Codex `file_change` items, the write and
 //! edit tools of the stream-json CLIs); the workspace is never scanned. A
-//! copy is opened through descriptors, beneath the workspace's descriptor
-//! with no symlink followed on the way (`fs::safe`, the file API's open),
-//! and must be a regular file with a single link (a hard link could name a
-//! file elsewhere), not under `.git`, and at most
+//! reported path goes through the file API's path guard, confined to the
+//! workspace with no symlink allowed ([`PathGuard::confined`]), and is
+//! opened through its race-safe open (`fs::safe`: beneath the workspace,
+//! no symlink followed, the descriptor read back); the copy must be a
+//! regular file with a single link (a hard link could name a file
+//! elsewhere), not under `.git`, and at most
 //! `ABX_AGENTS_MAX_ARTIFACT_BYTES`; at most [`MAX_PER_TURN`] per turn. Copies are written beside the
 //! session's journal (mode 0600), so they survive a restart with it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,7 @@ use serde_json::Value;
 
 use super::parsed::ToolKind;
 use crate::fs::safe;
-use crate::policy::paths::{below, normalize};
+use crate::policy::{Op, PathGuard};
 
 /// Artifacts taken per turn at most.
 pub const MAX_PER_TURN: usize = 100;
@@ -115,18 +116,14 @@ pub fn snapshot(
         return Ok(Vec::new());
     }
     let root = workspace.canonicalize()?;
-    let root_fd = nix::fcntl::open(&root, safe::dir_flags() | OFlag::O_NOFOLLOW, Mode::empty())?;
-    let mut roots = vec![root.clone()];
-    if workspace.is_absolute() && normalize(workspace) != root {
-        roots.push(normalize(workspace));
-    }
+    let guard = PathGuard::confined(workspace);
     super::journal::private_dir(&dir.join("artifacts"))?;
     let mut taken: Vec<ArtifactRecord> = Vec::new();
     for raw in latest {
         if taken.len() >= MAX_PER_TURN {
             break;
         }
-        let Some((rel, data)) = read_reported(&root_fd, &roots, raw, max_bytes) else { continue };
+        let Some((rel, data)) = read_reported(&guard, raw, max_bytes) else { continue };
         if taken.iter().any(|t| t.rel == rel) {
             continue;
         }
@@ -145,20 +142,17 @@ pub fn snapshot(
     Ok(taken)
 }
 
-/// `(relative path, bytes)` of a reported path that lies lexically beneath
-/// the workspace (`roots`: its real path and its spelling), outside `.git`,
-/// and opens beneath `root_fd` with no symlink on the way (the file API's
-/// race-safe open) as a regular file with one link, of at most `max_bytes`.
-fn read_reported(root_fd: &OwnedFd, roots: &[PathBuf], raw: &str, max_bytes: u64) -> Option<(String, Vec<u8>)> {
-    if raw.is_empty() || raw.contains('\0') {
+/// `(relative path, bytes)` of a reported path that `guard` (the
+/// workspace's, see [`PathGuard::confined`]) resolves inside the workspace,
+/// outside `.git`, and that opens beneath it with no symlink on the way as a
+/// regular file with one link, of at most `max_bytes`.
+fn read_reported(guard: &PathGuard, raw: &str, max_bytes: u64) -> Option<(String, Vec<u8>)> {
+    let target = safe::resolve(guard, raw, Op::Read, "").ok()?;
+    let rel = target.relative();
+    if target.is_root() || rel.components().any(|c| c.as_os_str() == ".git") {
         return None;
     }
-    let rel = roots.iter().find_map(|root| below(&normalize(&root.join(raw)), root).map(Path::to_path_buf))?;
-    if rel.as_os_str().is_empty() || rel.components().any(|c| c.as_os_str() == ".git") {
-        return None;
-    }
-    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK;
-    let fd = safe::open_beneath_fd(root_fd.try_clone().ok()?, &rel, flags, Mode::empty()).ok()?;
+    let fd = safe::open(guard, &target, OFlag::O_RDONLY | OFlag::O_NONBLOCK, Mode::empty(), Op::Read).ok()?;
     let file = File::from(fd);
     let meta = file.metadata().ok()?;
     // A second link could name a file outside the workspace (or another owner's).

@@ -4,21 +4,24 @@
 //! regular files. Locations that steer the next CLI turn (`.git/`,
 //! `.codex/`, `AGENTS.md`, shell start-up files, ...) are never written and
 //! never listed, at any depth. Every directory created and every file
-//! written goes through the governing endpoint's path guard and the file
-//! API's race-safe opens (`fs::safe`): nothing is made outside the policy's
-//! roots nor through a symlink. Everything here blocks: callers run it off
+//! written, and every existing file compared, goes through the governing
+//! endpoint's path guard and the file API's race-safe opens (`fs::safe`:
+//! beneath the root, no symlink followed, the descriptor read back), the
+//! one guard the `file_ops` endpoints use: nothing is made outside the
+//! policy's roots nor through a symlink. Everything here blocks: callers run it off
 //! the runtime.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{openat, OFlag};
+use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::error::AgentError;
-use crate::fs::safe;
+use crate::fs::safe::{self, Resolved};
+use crate::fs::FsError;
 use crate::policy::paths::below;
 use crate::policy::{Op, PathGuard};
 
@@ -216,10 +219,10 @@ pub fn write_new_file(guard: &PathGuard, root: &Path, rel: &str, source: &Source
     };
     let current = safe::create_dirs(guard, &target.sibling(parent.to_path_buf()), Op::Write)
         .map_err(|_| refused("path: a component is a symlink or not a directory".into(), "path"))?;
-    let create = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = match openat(current.as_fd(), name, create, Mode::from_bits_truncate(0o644)) {
+    let create = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+    let fd = match safe::open(guard, &target, create, Mode::from_bits_truncate(0o644), Op::Write) {
         Ok(fd) => fd,
-        Err(nix::errno::Errno::EEXIST) => return same_bytes_or_refuse(&current, name, source),
+        Err(FsError::Exists) => return same_bytes_or_refuse(guard, &target, source),
         Err(_) => return Err(refused("path: cannot create the file".into(), "path")),
     };
     let mut file = File::from(fd);
@@ -232,7 +235,7 @@ pub fn write_new_file(guard: &PathGuard, root: &Path, rel: &str, source: &Source
     Ok(true)
 }
 
-fn same_bytes_or_refuse(dir: &OwnedFd, name: &std::ffi::OsStr, source: &Source<'_>) -> Result<bool, AgentError> {
+fn same_bytes_or_refuse(guard: &PathGuard, target: &Resolved, source: &Source<'_>) -> Result<bool, AgentError> {
     let refuse = || {
         AgentError::invalid_code(
             "path: a different file already exists; files are never overwritten",
@@ -240,8 +243,8 @@ fn same_bytes_or_refuse(dir: &OwnedFd, name: &std::ffi::OsStr, source: &Source<'
             "agents.file_exists",
         )
     };
-    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let fd = openat(dir.as_fd(), name, flags, Mode::empty()).map_err(|_| refuse())?;
+    let fd = safe::open(guard, target, OFlag::O_RDONLY | OFlag::O_NONBLOCK, Mode::empty(), Op::Write)
+        .map_err(|_| refuse())?;
     let file = File::from(fd);
     let meta = file.metadata().map_err(|_| refuse())?;
     use std::os::unix::fs::MetadataExt;

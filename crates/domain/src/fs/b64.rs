@@ -1,5 +1,8 @@
-//! Base64 for the JSON transfers: downloads encoded with SIMD, and uploads
-//! decoded piece by piece into an [`AtomicFile`] as their text arrives.
+//! Base64 for the JSON transfers: downloads encoded with SIMD, and the
+//! JSON upload's use case: [`Base64Upload::begin`] resolves the caller's
+//! path through the policy's guard and opens the [`AtomicFile`] in one
+//! blocking step, then the text is decoded piece by piece and written as it
+//! arrives ([`Base64Upload::write`] does all of it for text in hand).
 //!
 //! Decoding tries `base64-simd` (AVX2, SSE4.1 or NEON, chosen at run time)
 //! and falls back, for the pieces it refuses, to the tolerant scalar engine
@@ -16,13 +19,16 @@ use abx_wire::codec::base64::BASE64;
 use base64::Engine;
 use bytes::Bytes;
 
-use super::feeder::{spawn_writer, Feeder, Writer};
-use super::write::{AtomicFile, Committed};
-use super::{FsError, WritePolicy};
+use super::safe::{self, Resolved};
+use super::upload::{spawn_writer, Feeder, Files, Writer};
+use super::write::{AtomicFile, Committed, WritePolicy};
+use super::FsError;
+use crate::policy::{Op, PathGuard};
 
-/// Characters of base64 text decoded at a time (a multiple of 4; small in
-/// unit tests, so that small bodies cross piece boundaries).
-pub const PIECE: usize = if cfg!(test) { 4096 } else { 256 * 1024 };
+/// Characters of base64 text decoded at a time, unless a caller chooses
+/// another multiple of 4 (tests choose small pieces, so that small bodies
+/// cross piece boundaries).
+pub const PIECE: usize = 256 * 1024;
 
 /// `raw` in standard base64 with padding.
 pub fn encode(raw: &[u8]) -> Bytes {
@@ -60,8 +66,56 @@ pub struct Base64Upload {
 }
 
 impl Base64Upload {
+    /// Starts writing the file `raw` names, as the caller spelled it: the
+    /// path is resolved for writing by `guard` and its extension checked
+    /// against `policy` (errors now), then the file is opened (its errors
+    /// wait for [`Base64Upload::finish`], where a whole-text upload meets
+    /// them).
+    ///
+    /// # Errors
+    /// Path refusals and `extension_not_allowed`.
+    pub async fn begin(
+        files: &Arc<Files>,
+        guard: &PathGuard,
+        raw: &str,
+        policy: &WritePolicy,
+    ) -> Result<(Resolved, Self), FsError> {
+        let (guard, raw, files, opening) = (guard.clone(), raw.to_string(), Arc::clone(files), policy.clone());
+        let (target, file) = super::blocking(move || {
+            let target = safe::resolve(&guard, &raw, Op::Write, "")?;
+            opening.check_extension(&target.path)?;
+            let file = AtomicFile::create_with(&guard, &target, &opening, files.writes());
+            Ok((target, file))
+        })
+        .await?;
+        Ok((target, Self::new(file, policy)))
+    }
+
+    /// Writes the base64 `text` (a slice of a request body) to the file
+    /// `raw` names, atomically, decoding it in pieces of `piece` characters
+    /// (a multiple of 4; [`PIECE`] unless the caller streams in others).
+    ///
+    /// # Errors
+    /// Those of [`Base64Upload::begin`] and [`Base64Upload::finish`].
+    pub async fn write(
+        files: &Arc<Files>,
+        guard: &PathGuard,
+        raw: &str,
+        policy: &WritePolicy,
+        text: Bytes,
+        piece: usize,
+    ) -> Result<(Resolved, Committed), FsError> {
+        let (target, mut upload) = Self::begin(files, guard, raw, policy).await?;
+        for piece in text.chunks((piece / 4 * 4).max(4)) {
+            if !upload.piece(piece).await {
+                break;
+            }
+        }
+        Ok((target, upload.finish().await?))
+    }
+
     /// Starts writing to `file` (or remembers why it could not be created), within `policy`'s size.
-    pub(super) fn new(file: Result<AtomicFile, FsError>, policy: &WritePolicy) -> Self {
+    fn new(file: Result<AtomicFile, FsError>, policy: &WritePolicy) -> Self {
         let overwrite = policy.overwrite;
         let writer = file.map(|file| {
             spawn_writer(file, Arc::new(AtomicU64::new(0)), move |file, outcome| match outcome? {
@@ -82,8 +136,9 @@ impl Base64Upload {
         }
     }
 
-    /// Decodes the next piece of text ([`PIECE`] characters, fewer for the
-    /// last) and writes it; `false` when it is not valid base64.
+    /// Decodes the next piece of text (of the caller's piece size, a
+    /// multiple of 4, fewer for the last) and writes it; `false` when it is
+    /// not valid base64.
     pub async fn piece(&mut self, text: &[u8]) -> bool {
         self.text_len += text.len() as u64;
         match text {

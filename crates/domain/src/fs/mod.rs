@@ -17,8 +17,10 @@
 //! - [`list`], [`ops`], [`search`]: listing and stat; mkdir, delete, move;
 //!   name and content search.
 //! - [`write`](mod@write): atomic writes (unnamed temp file, optional sync, link or rename into
-//!   place); [`upload`]: streamed and resumable uploads ([`Files`]);
-//!   [`b64`]: base64 of the JSON transfers, SIMD, decoded as it arrives.
+//!   place) and the upload rules a grant sets ([`WritePolicy`]); [`upload`]: streamed and
+//!   resumable uploads ([`Files`]) and the blocking writer a body feeds;
+//!   [`b64`]: base64 of the JSON transfers, SIMD, and the JSON upload's use
+//!   case: resolve, open, decode as the text arrives, put in place.
 //! - [`inflate`]: gzip upload bodies inflated in bounded steps, within a ratio.
 //! - [`read`]: streamed reads, ranges, and the base64 JSON body;
 //!   [`chunks`]: a file as a stream of pooled chunks, read from the page
@@ -32,7 +34,6 @@ pub mod archive;
 pub mod b64;
 pub mod chunks;
 mod error;
-mod feeder;
 pub mod inflate;
 pub mod inotify;
 pub mod list;
@@ -51,7 +52,8 @@ pub mod write;
 use std::path::Path;
 
 pub use self::error::FsError;
-pub use self::upload::{Files, Progress, WritePolicy};
+pub use self::upload::{Files, Progress};
+pub use self::write::WritePolicy;
 
 /// Prefix of the temp files an atomic write may briefly name in the target
 /// directory; they are hidden from list, search, archive and watch.

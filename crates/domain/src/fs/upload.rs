@@ -1,5 +1,6 @@
-//! Uploads: request bodies streamed into [`AtomicFile`]s, resumable upload
-//! sessions, and the base64 JSON upload ([`super::b64`]).
+//! Uploads: request bodies streamed into [`AtomicFile`]s through one
+//! blocking writer each ([`spawn_writer`], which the base64 upload of
+//! [`super::b64`] feeds too), and resumable upload sessions.
 //!
 //! A body is read on the runtime and each frame, as hyper hands it over
 //! (no copy; at most hyper's read buffer, about 400 KiB), goes to one
@@ -17,70 +18,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use abx_wire::api::Fault;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
-use super::b64::{Base64Upload, PIECE};
-use super::feeder::{spawn_writer, Feeder, Writer};
+use tokio::sync::mpsc;
+
 use super::safe::Resolved;
-use super::write::{AtomicFile, Committed, Writes};
+use super::write::{AtomicFile, Committed, WritePolicy, Writes};
 use super::FsError;
-use crate::policy::{Denial, PathGuard};
+use crate::policy::PathGuard;
 
 /// A resumable upload untouched for this long is discarded.
 pub const SESSION_TTL: Duration = Duration::from_secs(3600);
 /// Resumable uploads in progress at once.
 pub const MAX_SESSIONS: usize = 64;
-
-/// What the policy allows an upload.
-#[derive(Debug, Clone, Default)]
-pub struct WritePolicy {
-    /// Whether an existing file may be replaced.
-    pub overwrite: bool,
-    /// Extensions allowed (`.txt`), empty for any.
-    pub allow_extensions: Vec<String>,
-    /// Extensions refused.
-    pub deny_extensions: Vec<String>,
-    /// Largest file, if limited.
-    pub max_bytes: Option<u64>,
-    /// Who the new file and the directories made for it belong to, when the
-    /// request acts as another user than the server's.
-    pub owner: Option<super::safe::Owner>,
-    /// Extended attributes (`(name, value)`) the new file gets before it is
-    /// put in place (envd's metadata); skipped where the file system has none.
-    pub xattrs: Vec<(String, Vec<u8>)>,
-}
-
-impl WritePolicy {
-    /// Refuses a target whose extension the policy does not allow.
-    ///
-    /// # Errors
-    /// `extension_not_allowed` (403).
-    pub fn check_extension(&self, path: &Path) -> Result<(), FsError> {
-        let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase())).unwrap_or_default();
-        let listed = |list: &[String]| list.iter().any(|e| e.to_lowercase() == ext);
-        if (!self.allow_extensions.is_empty() && !listed(&self.allow_extensions)) || listed(&self.deny_extensions) {
-            let shown = if ext.is_empty() { "(none)".to_string() } else { ext };
-            return Err(FsError::Denied(Denial::new(
-                Fault::ExtensionNotAllowed,
-                format!("Files with extension '{shown}' are not allowed"),
-            )));
-        }
-        Ok(())
-    }
-
-    /// Refuses a size over `max_bytes`.
-    ///
-    /// # Errors
-    /// [`FsError::TooLarge`].
-    pub fn check_size(&self, size: u64) -> Result<(), FsError> {
-        match self.max_bytes {
-            Some(limit) if size > limit => Err(FsError::TooLarge { size: Some(size), limit }),
-            _ => Ok(()),
-        }
-    }
-}
 
 /// Where a resumable upload stands after a request.
 #[derive(Debug, Clone, Copy)]
@@ -264,56 +215,14 @@ impl Files {
         }
     }
 
-    /// Writes the base64 `text` (a slice of a request body) to `target` atomically, decoding in pieces.
-    ///
-    /// # Errors
-    /// [`FsError::Invalid`] for malformed base64, and the errors of [`Files::write_stream`].
-    pub async fn write_base64(
-        self: &Arc<Self>,
-        guard: &PathGuard,
-        target: &Resolved,
-        policy: &WritePolicy,
-        text: Bytes,
-    ) -> Result<Committed, FsError> {
-        let mut upload = self.begin_base64(guard, target, policy).await?;
-        for piece in text.chunks(PIECE) {
-            if !upload.piece(piece).await {
-                break;
-            }
-        }
-        upload.finish().await
-    }
-
-    /// Starts writing `target` from base64 text given piece by piece.
-    ///
-    /// # Errors
-    /// `extension_not_allowed`; the other errors wait for [`Base64Upload::finish`].
-    pub async fn begin_base64(
-        self: &Arc<Self>,
-        guard: &PathGuard,
-        target: &Resolved,
-        policy: &WritePolicy,
-    ) -> Result<Base64Upload, FsError> {
-        policy.check_extension(&target.path)?;
-        Ok(Base64Upload::new(self.open(guard, target, policy).await, policy))
-    }
-
     async fn open(
         self: &Arc<Self>,
         guard: &PathGuard,
         target: &Resolved,
         policy: &WritePolicy,
     ) -> Result<AtomicFile, FsError> {
-        let (guard, target, files) = (guard.clone(), target.clone(), Arc::clone(self));
-        let (overwrite, owner, xattrs) = (policy.overwrite, policy.owner, policy.xattrs.clone());
-        super::blocking(move || {
-            let file = AtomicFile::create_for(&guard, &target, overwrite, &files.writes, owner)?;
-            if !file.set_xattrs(&xattrs)? {
-                tracing::warn!(path = %target.path.display(), "the file system keeps no extended attributes; metadata not kept");
-            }
-            Ok(file)
-        })
-        .await
+        let (guard, target, files, policy) = (guard.clone(), target.clone(), Arc::clone(self), policy.clone());
+        super::blocking(move || AtomicFile::create_with(&guard, &target, &policy, &files.writes)).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {
@@ -422,4 +331,91 @@ where
         (Some(error), Ok(_) | Err(FsError::Interrupted)) => Err(error),
         (_, written) => written,
     }
+}
+
+// The blocking writer a body feeds: frames go through a channel of one to a
+// task on a blocking thread that writes them to an `AtomicFile`, each
+// acknowledged once written, so a body is never held in memory beyond the
+// frame in flight. Streamed uploads and base64 bodies (`super::b64`) both
+// feed one.
+
+/// What travels to the writer: a frame of the body, or its end.
+enum Chunk {
+    Data(Bytes),
+    End,
+}
+
+/// The blocking writer's task; it answers what `finish` returned.
+pub(super) type Writer<T> = tokio::task::JoinHandle<Result<T, FsError>>;
+
+/// The sending side of a writer: frames go in, and each is acknowledged once written.
+pub(super) struct Feeder {
+    frames: mpsc::Sender<Chunk>,
+    written: mpsc::Receiver<()>,
+    in_flight: bool,
+}
+
+impl Feeder {
+    /// Hands `data` to the writer and waits until it is written, so the
+    /// body's buffer is free again (and still in the CPU cache) for the
+    /// next frame. `false` when the writer stopped.
+    pub(super) async fn write(&mut self, data: Bytes) -> bool {
+        self.write_ahead(data).await && self.settle().await
+    }
+
+    /// Hands `data` to the writer once the previous piece is written, and
+    /// returns without waiting for this one: the caller prepares the next
+    /// piece while the writer writes. `false` when the writer stopped.
+    pub(super) async fn write_ahead(&mut self, data: Bytes) -> bool {
+        if !self.settle().await || self.frames.send(Chunk::Data(data)).await.is_err() {
+            return false;
+        }
+        self.in_flight = true;
+        true
+    }
+
+    /// Waits until the piece in flight, if any, is written.
+    async fn settle(&mut self) -> bool {
+        !std::mem::take(&mut self.in_flight) || self.written.recv().await.is_some()
+    }
+
+    /// Tells the writer every byte arrived.
+    pub(super) async fn end(&self) {
+        let _ = self.frames.send(Chunk::End).await;
+    }
+}
+
+/// Starts the blocking writer; `finish(file, outcome)` runs on it when the
+/// body is over: `Ok(true)` when all of it arrived, `Ok(false)` when it was
+/// abandoned, `Err` when writing failed.
+pub(super) fn spawn_writer<T, F>(mut file: AtomicFile, progress: Arc<AtomicU64>, finish: F) -> (Feeder, Writer<T>)
+where
+    T: Send + 'static,
+    F: FnOnce(AtomicFile, Result<bool, FsError>) -> Result<T, FsError> + Send + 'static,
+{
+    let (frames, mut rx) = mpsc::channel::<Chunk>(1);
+    let (done, written) = mpsc::channel::<()>(1);
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut outcome = Ok(false);
+        while let Some(chunk) = rx.blocking_recv() {
+            match chunk {
+                Chunk::Data(data) => {
+                    let result = file.write_all(&data);
+                    drop(data);
+                    if let Err(e) = result {
+                        outcome = Err(e);
+                        break;
+                    }
+                    progress.store(file.written(), Ordering::Relaxed);
+                    let _ = done.blocking_send(());
+                }
+                Chunk::End => {
+                    outcome = Ok(true);
+                    break;
+                }
+            }
+        }
+        finish(file, outcome)
+    });
+    (Feeder { frames, written, in_flight: false }, writer)
 }

@@ -1,4 +1,4 @@
-//! Atomic writes.
+//! Atomic writes, and what the policy allows them ([`WritePolicy`]).
 //!
 //! New content goes to an unnamed temp file (`O_TMPFILE`) in the target's
 //! directory, so an aborted write (client gone, server killed) leaves
@@ -20,7 +20,7 @@ use std::fs::File;
 use std::hash::{BuildHasher, RandomState};
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use abx_wire::api::Fault;
@@ -32,10 +32,79 @@ use nix::unistd::{fchown, linkat, unlinkat, Gid, Uid, UnlinkatFlags};
 use super::meta::{Kind, Stat};
 use super::safe::{self, Owner, Resolved};
 use super::{is_temp_name, FsError, TEMP_PREFIX};
-use crate::policy::{Denial, Op, PathGuard};
+use abx_wire::endpoints::{Limit, Param};
+
+use crate::policy::{Denial, Grant, LimitValue, Op, ParamValue, PathGuard};
 
 /// Directories swept for stale temp files, remembered so each is swept once per process.
 const SWEPT_MEMORY: usize = 4096;
+
+/// What the policy allows an upload.
+#[derive(Debug, Clone, Default)]
+pub struct WritePolicy {
+    /// Whether an existing file may be replaced.
+    pub overwrite: bool,
+    /// Extensions allowed (`.txt`), empty for any.
+    pub allow_extensions: Vec<String>,
+    /// Extensions refused.
+    pub deny_extensions: Vec<String>,
+    /// Largest file, if limited.
+    pub max_bytes: Option<u64>,
+    /// Who the new file and the directories made for it belong to, when the
+    /// request acts as another user than the server's.
+    pub owner: Option<Owner>,
+    /// Extended attributes (`(name, value)`) the new file gets before it is
+    /// put in place (envd's metadata); skipped where the file system has none.
+    pub xattrs: Vec<(String, Vec<u8>)>,
+}
+
+impl WritePolicy {
+    /// The upload rules of `grant`'s endpoint (`overwrite`,
+    /// `allow_extensions`, `deny_extensions`, and its `max_bytes` limit, else
+    /// `default_max_bytes`); no owner, no extended attributes.
+    pub fn for_grant(grant: &Grant, default_max_bytes: Option<u64>) -> Self {
+        let strings = |key| match grant.param(key) {
+            Some(ParamValue::Strings(list)) => list.clone(),
+            _ => Vec::new(),
+        };
+        WritePolicy {
+            overwrite: !matches!(grant.param(Param::Overwrite), Some(ParamValue::Bool(false))),
+            allow_extensions: strings(Param::AllowExtensions),
+            deny_extensions: strings(Param::DenyExtensions),
+            max_bytes: grant.limit(Limit::MaxBytes).map(LimitValue::as_u64).or(default_max_bytes),
+            owner: None,
+            xattrs: Vec::new(),
+        }
+    }
+
+    /// Refuses a target whose extension the policy does not allow.
+    ///
+    /// # Errors
+    /// `extension_not_allowed` (403).
+    pub fn check_extension(&self, path: &Path) -> Result<(), FsError> {
+        let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase())).unwrap_or_default();
+        let listed = |list: &[String]| list.iter().any(|e| e.to_lowercase() == ext);
+        if (!self.allow_extensions.is_empty() && !listed(&self.allow_extensions)) || listed(&self.deny_extensions) {
+            let shown = if ext.is_empty() { "(none)".to_string() } else { ext };
+            return Err(FsError::Denied(Denial::new(
+                Fault::ExtensionNotAllowed,
+                format!("Files with extension '{shown}' are not allowed"),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a size over `max_bytes`.
+    ///
+    /// # Errors
+    /// [`FsError::TooLarge`].
+    pub fn check_size(&self, size: u64) -> Result<(), FsError> {
+        match self.max_bytes {
+            Some(limit) if size > limit => Err(FsError::TooLarge { size: Some(size), limit }),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// An in-progress atomic write of one file.
 pub struct AtomicFile {
@@ -107,6 +176,25 @@ impl AtomicFile {
         let name = name.to_os_string();
         let sync = writes.sync;
         Ok(AtomicFile { file, dir, name, temp_name, target: target.path.clone(), written: 0, sync, owner })
+    }
+
+    /// [`AtomicFile::create_for`] as `policy` says: its overwrite rule, its
+    /// owner, and its extended attributes set on the new file (skipped, with
+    /// a warning, where the file system keeps none).
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create_with(
+        guard: &PathGuard,
+        target: &Resolved,
+        policy: &WritePolicy,
+        writes: &Writes,
+    ) -> Result<Self, FsError> {
+        let file = Self::create_for(guard, target, policy.overwrite, writes, policy.owner)?;
+        if !file.set_xattrs(&policy.xattrs)? {
+            tracing::warn!(path = %target.path.display(), "the file system keeps no extended attributes; metadata not kept");
+        }
+        Ok(file)
     }
 
     /// Appends `data`.

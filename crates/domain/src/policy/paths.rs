@@ -174,6 +174,20 @@ impl PathGuard {
         PathGuard::from_rules(Arc::new(PathRules::compile(base_dir, rule)))
     }
 
+    /// A guard confining paths to `root` alone, with no symlink on the way
+    /// (`symlinks: never`) and the system trees denied: for paths a program
+    /// reported inside a workspace, which no policy rule governs.
+    pub fn confined(root: &Path) -> Self {
+        let rules = PathRules {
+            roots: vec![Root { lexical: normalize(root), real: OnceLock::new() }],
+            resolved: OnceLock::new(),
+            deny: DenyList::compile(std::iter::empty(), &SYSTEM_DENY),
+            read_only: false,
+            symlinks: SymlinkMode::Never,
+        };
+        PathGuard::from_rules(Arc::new(rules))
+    }
+
     /// A guard from compiled rules.
     pub fn from_rules(rules: Arc<PathRules>) -> Self {
         let roots = match rules.resolved.get() {

@@ -16,9 +16,9 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{Map, Value};
 
-use super::error::ApiError;
-use super::extract::{JsonBody, Query};
-use super::AppState;
+use crate::http::error::ApiError;
+use crate::http::extract::{JsonBody, Query};
+use crate::http::AppState;
 
 /// `POST /code/run`: runs a snippet once and returns its output.
 pub async fn code_run(
@@ -185,7 +185,7 @@ mod tests {
         let inputs =
             PolicyInputs { base_dir: std::env::temp_dir(), document: Some(document), ..PolicyInputs::default() };
         let engine = Arc::new(PolicyEngine::new(inputs).expect("policy"));
-        let router = super::super::router(AppState::new(engine, CancellationToken::new()));
+        let router = crate::http::router(AppState::new(engine, CancellationToken::new()));
 
         let (status, body) = code_run_with(&router, json!({"code": "print(1)", "language": "python"})).await;
         assert_eq!((status, body["code"].as_str()), (403, Some("language_not_allowed")));

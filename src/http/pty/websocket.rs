@@ -23,9 +23,9 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::error::ApiError;
-use super::extract::Query;
-use super::AppState;
+use crate::http::error::ApiError;
+use crate::http::extract::Query;
+use crate::http::AppState;
 
 /// The close code of a connection to an unknown or ended session (policy violation, as the reference).
 const UNKNOWN_SESSION: u16 = 1008;

@@ -18,22 +18,20 @@
 
 use std::borrow::Cow;
 
-use abx_domain::fs::b64::{Base64Upload, PIECE};
+use abx_domain::fs::b64::Base64Upload;
 use abx_domain::fs::{safe, WritePolicy};
 use abx_domain::policy::Grant;
 use abx_wire::api::files::TransferResponse;
-use abx_wire::endpoints::Limit;
 use axum::extract::{Request, State};
 use axum::Json;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
-use super::error::ApiError;
-use super::extract::{parse_object, BodyLimit};
-use super::files::{at, body_field, limit_or, resolve_write};
-use super::files_transfer::write_policy;
-use super::AppState;
+use super::{at, body_field};
+use crate::http::error::ApiError;
+use crate::http::extract::{parse_object, BodyLimit};
+use crate::http::AppState;
 
 pub(crate) mod scan;
 
@@ -49,26 +47,23 @@ pub async fn upload_stream(
     req: Request,
 ) -> Result<Json<TransferResponse>, ApiError> {
     let limit = req.extensions().get::<BodyLimit>().map_or(u64::MAX, |l| l.0);
-    receive(&app, &grant, limit, req.into_body().into_data_stream(), false).await
+    receive(&app, &grant, limit, req.into_body().into_data_stream(), Scanner::default()).await
 }
 
-/// Reads the body (at most `limit` bytes) and answers; `whole` keeps it
-/// whole from the start (the plain way, which the fast path must match).
+/// Reads the body (at most `limit` bytes) with `scanner` (which chooses the
+/// piece size; one told to keep the body whole from the start takes the
+/// plain way, which the fast path must match) and answers.
 async fn receive<S, E>(
     app: &AppState,
     grant: &Grant,
     limit: u64,
     mut body: S,
-    whole: bool,
+    mut scanner: Scanner,
 ) -> Result<Json<TransferResponse>, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
-    let policy = write_policy(grant, Some(limit_or(grant, Limit::MaxBytes, DEFAULT_UPLOAD_MAX_BYTES)));
-    let mut scanner = Scanner::default();
-    if whole {
-        scanner.keep_whole();
-    }
+    let policy = WritePolicy::for_grant(grant, Some(DEFAULT_UPLOAD_MAX_BYTES));
     let mut upload: Option<Streaming> = None;
     let mut total = 0u64;
     while let Some(frame) = body.next().await {
@@ -112,9 +107,7 @@ struct Streaming {
 /// Starts writing when `path` came before the content and is a path this caller may write.
 async fn begin(app: &AppState, grant: &Grant, policy: &WritePolicy, scanner: &Scanner) -> Option<Streaming> {
     let raw: String = serde_json::from_slice(scanner.path()?).ok().filter(|p: &String| !p.is_empty())?;
-    let guard = grant.guard();
-    let target = resolve_write(grant, raw.clone()).await.ok()?;
-    let upload = app.files.begin_base64(&guard, &target, policy).await.ok()?;
+    let (target, upload) = Base64Upload::begin(&app.files, &grant.guard(), &raw, policy).await.ok()?;
     Some(Streaming { raw, target, upload })
 }
 
@@ -138,17 +131,19 @@ async fn finish(
                     (streaming, text.slice(elided..))
                 }
                 // A piece did not decode: the plain way fails on it too (or on an earlier check).
-                Some(streaming) if !streaming.upload.valid() => return plain(app, grant, policy, raw, text).await,
+                Some(streaming) if !streaming.upload.valid() => {
+                    return plain(app, grant, policy, raw, text, scanner.piece()).await
+                }
                 _ if elided > 0 => {
                     // Content already written cannot be read again; never write the filler.
                     tracing::error!("a JSON upload streamed content it cannot finish");
                     return Err(ApiError::internal());
                 }
-                _ => return plain(app, grant, policy, raw, text).await,
+                _ => return plain(app, grant, policy, raw, text, scanner.piece()).await,
             }
         }
     };
-    for piece in rest.chunks(PIECE) {
+    for piece in rest.chunks(scanner.piece()) {
         if !streaming.upload.piece(piece).await {
             break;
         }
@@ -165,10 +160,10 @@ async fn plain(
     policy: &WritePolicy,
     raw: String,
     text: Bytes,
+    piece: usize,
 ) -> Result<Json<TransferResponse>, ApiError> {
-    let guard = grant.guard();
-    let target = resolve_write(grant, raw).await?;
-    let committed = app.files.write_base64(&guard, &target, policy, text).await.map_err(at(grant))?;
+    let (target, committed) =
+        Base64Upload::write(&app.files, &grant.guard(), &raw, policy, text, piece).await.map_err(at(grant))?;
     Ok(Json(TransferResponse { path: target.path.display().to_string(), bytes: committed.stat.size, etag: None }))
 }
 
@@ -211,7 +206,10 @@ mod tests {
     use super::*;
     use abx_domain::policy::rules::{Layer, LimitValue, Rank, RuleSpec, Selector};
     use abx_domain::policy::{Credentials, ParamValue, PolicyDocument, PolicyEngine, PolicyInputs};
-    use abx_wire::endpoints::{Param, ENDPOINTS};
+    use abx_wire::endpoints::{Limit, Param, ENDPOINTS};
+
+    /// Pieces small enough that the bodies below cross their boundaries.
+    const TEST_PIECE: usize = 4096;
 
     struct Setup {
         _dir: tempfile::TempDir,
@@ -281,7 +279,11 @@ mod tests {
         cuts.sort_unstable();
         let frames: Vec<Result<Bytes, Infallible>> =
             cuts.windows(2).map(|w| Ok(Bytes::copy_from_slice(&body[w[0]..w[1]]))).collect();
-        let result = receive(&setup.app, &setup.grant, 64 << 20, futures_util::stream::iter(frames), whole).await;
+        let mut scanner = Scanner::with_piece(TEST_PIECE);
+        if whole {
+            scanner.keep_whole();
+        }
+        let result = receive(&setup.app, &setup.grant, 1 << 20, futures_util::stream::iter(frames), scanner).await;
         let response = match result {
             Ok(json) => json.into_response(),
             Err(error) => error.into_response(),
@@ -363,7 +365,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_streamed_upload_writes_the_decoded_bytes() {
         let setup = setup(false);
-        let data: Vec<u8> = (0..PIECE * 3 + 5).map(|i| (i * 31 % 256) as u8).collect();
+        let data: Vec<u8> = (0..TEST_PIECE * 3 + 5).map(|i| (i * 31 % 256) as u8).collect();
         let text = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &data);
         let body = format!(r#"{{"path": "d/n.bin", "content_base64": "{text}"}}"#);
         let (status, answer, files) = answer(&setup, body.as_bytes(), &[10, 40, 5000, 9000], false).await;

@@ -62,9 +62,34 @@ pub(crate) struct Scanner {
     /// The raw JSON of the first top-level `path` value, once complete.
     path: Option<Range<usize>>,
     seen_content: bool,
+    /// Content characters per piece.
+    piece: PieceLen,
+}
+
+/// Content characters per piece: [`PIECE`] unless a caller chose fewer.
+#[derive(Debug, Clone, Copy)]
+struct PieceLen(usize);
+
+impl Default for PieceLen {
+    fn default() -> Self {
+        PieceLen(PIECE)
+    }
 }
 
 impl Scanner {
+    /// A scanner staging pieces of `piece` content characters (rounded
+    /// down to a multiple of 4, at least 4) instead of [`PIECE`]: unit tests
+    /// choose small pieces, so that small bodies cross their boundaries.
+    #[cfg(test)]
+    pub(crate) fn with_piece(piece: usize) -> Self {
+        Scanner { piece: PieceLen((piece / 4 * 4).max(4)), ..Scanner::default() }
+    }
+
+    /// Content characters per piece.
+    pub(crate) fn piece(&self) -> usize {
+        self.piece.0
+    }
+
     /// Consumes `input` until it is empty (`None`) or the caller must act.
     pub(crate) fn feed(&mut self, input: &mut &[u8]) -> Option<Event> {
         while !input.is_empty() {
@@ -92,7 +117,7 @@ impl Scanner {
 
     /// Stages content characters up to a piece, the closing quote or an escape.
     fn content(&mut self, input: &mut &[u8]) -> Option<Event> {
-        let room = PIECE - self.staged.len();
+        let room = self.piece.0 - self.staged.len();
         let window = &input[..input.len().min(room)];
         match memchr::memchr2(b'"', b'\\', window) {
             Some(end) => {
@@ -110,7 +135,7 @@ impl Scanner {
             None => {
                 self.staged.extend_from_slice(window);
                 *input = &input[window.len()..];
-                (self.staged.len() == PIECE).then_some(Event::Piece)
+                (self.staged.len() == self.piece.0).then_some(Event::Piece)
             }
         }
     }

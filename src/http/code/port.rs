@@ -11,7 +11,7 @@
 //! creates, lists, restarts and deletes contexts (restart and delete answer
 //! 200 `null`, as the code-interpreter server does). Errors are plain text
 //! with the protocol's statuses (404 unknown context, 400 bad request),
-//! except malformed bodies: 422 with a JSON `detail` ([`super::code_wire`]).
+//! except malformed bodies: 422 with a JSON `detail` ([`super::wire`]).
 //!
 //! Every route is a row of the endpoint table (`code_*`) behind the same
 //! pipeline as every port: credentials are the API port's (bearer or
@@ -38,9 +38,9 @@ use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
 use tokio::sync::mpsc;
 
-use super::code_wire::{commands_unrestricted, context_cwd, Payload, TextError};
-use super::pipeline::{guarded, KeepAliveLayer};
-use super::AppState;
+use super::wire::{commands_unrestricted, context_cwd, Payload, TextError};
+use crate::http::pipeline::{guarded, KeepAliveLayer};
+use crate::http::AppState;
 
 /// The request header that keeps an execution running without its connection.
 pub const DETACH_HEADER: &str = "x-abx-detach";
@@ -59,6 +59,8 @@ pub struct CodeState {
     /// The detached executions.
     pub executions: Arc<Executions>,
 }
+
+crate::http::extract::grant_extractor!(CodeState);
 
 /// The router of the code port: one route per `code_*` row of the endpoint
 /// table, each behind the pipeline.
@@ -82,7 +84,7 @@ pub fn router(state: CodeState) -> Router {
 
 /// The handler of a code-port row, bound to its method.
 pub fn handler(endpoint: &Endpoint) -> Option<MethodRouter<CodeState>> {
-    let filter = crate::http::routes::method_filter(endpoint.method);
+    let filter = crate::http::method_filter(endpoint.method);
     let route = match endpoint.id {
         "code_health" => on(filter, health),
         "code_execute" => on(filter, execute),

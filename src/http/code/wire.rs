@@ -17,7 +17,7 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::pipeline::DEFAULT_MAX_REQUEST_BYTES;
+use crate::http::pipeline::DEFAULT_MAX_REQUEST_BYTES;
 
 /// Every error answer of the code port but a validation error: plain text,
 /// as the code-interpreter server answers its refusals and as both clients

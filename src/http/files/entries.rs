@@ -1,12 +1,11 @@
-//! Handlers of the `file_ops` group that answer JSON: list, stat, mkdir,
-//! delete, move, search; and the API port's rendering of [`FsError`].
-//! Transfers, archives and watches are in `files_transfer.rs`.
+//! Handlers of the `file_ops` group that answer with a JSON document about
+//! entries: list, stat, mkdir, delete, move, search.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abx_domain::fs::{self, list::ListOptions, safe, search, FsError};
+use abx_domain::fs::{self, list::ListOptions, safe, search};
 use abx_domain::policy::{Grant, LimitValue, Op};
 use abx_domain::pyrepr;
 use abx_wire::api::files::{
@@ -18,68 +17,16 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::Value;
 
-use super::error::ApiError;
-use super::extract::{JsonBody, Query};
-use super::AppState;
+use super::{at, body_field, limit_or, query_path, truthy};
+use crate::http::error::ApiError;
+use crate::http::extract::{JsonBody, Query};
+use crate::http::AppState;
 
 const DEFAULT_MAX_ENTRIES: u64 = 1000;
 const DEFAULT_LIST_DEPTH: u64 = 3;
 const DEFAULT_SEARCH_DEPTH: u64 = 5;
 const DEFAULT_SEARCH_RESULTS: u64 = 100;
 const DEFAULT_SEARCH_SECONDS: f64 = 10.0;
-
-impl From<FsError> for ApiError {
-    fn from(err: FsError) -> Self {
-        match err {
-            FsError::Denied(denial) => ApiError::from(denial),
-            FsError::Internal { context, source } => {
-                tracing::error!(error = %source, "{context}");
-                ApiError::internal()
-            }
-            other => {
-                let error = ApiError::of(other.fault(), other.to_string());
-                match other.limit() {
-                    Some(limit) => error.with_limit(limit),
-                    None => error,
-                }
-            }
-        }
-    }
-}
-
-/// Resolves `raw` for a write as `grant`'s path rules decide, on a blocking thread.
-pub async fn resolve_write(grant: &Grant, raw: String) -> Result<safe::Resolved, ApiError> {
-    let guard = grant.guard();
-    fs::blocking(move || safe::resolve(&guard, &raw, Op::Write, "")).await.map_err(at(grant))
-}
-
-/// Maps a domain error; policy denials name the endpoint, as the reference's do.
-pub fn at(grant: &Grant) -> impl Fn(FsError) -> ApiError + '_ {
-    move |err| match err {
-        FsError::Denied(_) => ApiError::from(err).with_endpoint(grant.endpoint().id),
-        other => ApiError::from(other),
-    }
-}
-
-/// The required query parameter `path`.
-pub fn query_path(path: Option<String>) -> Result<String, ApiError> {
-    path.filter(|p| !p.is_empty()).ok_or_else(|| ApiError::bad_request("Missing 'path' query parameter"))
-}
-
-/// The required body field `name`.
-pub fn body_field(value: Option<String>, name: &str) -> Result<String, ApiError> {
-    value.filter(|v| !v.is_empty()).ok_or_else(|| ApiError::bad_request(format!("Missing or invalid '{name}'")))
-}
-
-/// `true`, `yes` or `1`, as the reference reads booleans from queries.
-pub fn truthy(value: Option<&str>) -> bool {
-    value.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
-}
-
-/// The policy's limit `key`, or `default`.
-pub fn limit_or(grant: &Grant, key: Limit, default: u64) -> u64 {
-    grant.limit(key).map_or(default, LimitValue::as_u64)
-}
 
 /// `GET /files/list`.
 pub async fn list(grant: Grant, Query(q): Query<ListQuery>) -> Result<Json<ListResponse>, ApiError> {

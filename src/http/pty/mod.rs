@@ -3,6 +3,8 @@
 //! endpoint), and the mapping of the terminal domain's errors to the
 //! reference's error bodies.
 
+mod websocket;
+
 use abx_domain::policy::{Grant, ParamValue};
 use abx_domain::pty::request::{self, CreatePolicy, CreateRequest};
 use abx_domain::pty::TerminalError;
@@ -15,11 +17,11 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 
-use super::error::ApiError;
-use super::extract::JsonBody;
-use super::pipeline::{guarded, KeepAliveLayer};
-use super::pty_ws::{self, viewer};
-use super::AppState;
+use self::websocket::viewer;
+use crate::http::error::ApiError;
+use crate::http::extract::JsonBody;
+use crate::http::pipeline::{guarded, KeepAliveLayer};
+use crate::http::AppState;
 
 /// `POST /pty/sessions`.
 pub async fn create(
@@ -113,12 +115,12 @@ pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for endpoint in ENDPOINTS.iter().filter(|e| e.port == Port::Pty) {
         if endpoint.id == "pty_connect" {
-            router = router.route(endpoint.path, guarded(get(pty_ws::connect), &state, endpoint));
+            router = router.route(endpoint.path, guarded(get(websocket::connect), &state, endpoint));
         }
     }
     router
-        .fallback(super::not_found)
-        .method_not_allowed_fallback(super::method_not_allowed)
+        .fallback(crate::http::not_found)
+        .method_not_allowed_fallback(crate::http::method_not_allowed)
         .layer(KeepAliveLayer)
         .with_state(state)
 }
@@ -161,7 +163,7 @@ mod tests {
         let document = PolicyDocument { layers: vec![layer], ..PolicyDocument::default() };
         let engine =
             PolicyEngine::new(PolicyInputs { document: Some(document), ..PolicyInputs::default() }).expect("policy");
-        super::super::router(super::AppState::new(Arc::new(engine), CancellationToken::new()))
+        crate::http::router(crate::http::AppState::new(Arc::new(engine), CancellationToken::new()))
     }
 
     async fn call(app: &axum::Router, method: &str, uri: &str, body: Value) -> (u16, Value) {
