@@ -2,7 +2,7 @@
 //!
 //! `JsonBody` accepts any content type (as the reference does), treats an
 //! empty body as `{}`, and insists on a JSON object. `Query` rejects with a
-//! 400 `ValueError`. A [`Grant`] is the admitted request's policy context,
+//! 400 `ValueError`. A [`Grant`](abx_domain::policy::Grant) is the admitted request's policy context,
 //! put there by the pipeline.
 
 use axum::body::{to_bytes, Body};

@@ -27,6 +27,7 @@ pub mod routes;
 pub(crate) mod system;
 #[cfg(test)]
 mod testing;
+pub mod text_error;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -31,7 +31,7 @@
 //!   port, one-shot runs and git helpers.
 //! - [`browser`]: the headless Chromium of the `browser` group over the
 //!   DevTools Protocol, every request held to the URL policy (its network
-//!   path, an HTTP proxy, is the edge's: [`browser::Egress`]).
+//!   path, an HTTP proxy, is the edge's: [`browser::egress::Egress`]).
 //! - [`agents`]: the opt-in agents group's runtime: coding-agent CLIs as
 //!   supervised sessions, turns, items, event logs, artifacts.
 //! - [`ids`]: random hex identifiers.

@@ -38,8 +38,9 @@ use axum::routing::{on, MethodRouter};
 use axum::{Json, Router};
 use tokio::sync::mpsc;
 
-use super::wire::{commands_unrestricted, context_cwd, Payload, TextError};
+use super::wire::{commands_unrestricted, context_cwd, Payload};
 use crate::http::pipeline::{guarded, KeepAliveLayer};
+use crate::http::text_error::TextError;
 use crate::http::AppState;
 
 /// The request header that keeps an execution running without its connection.

@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 
 use super::call::{arguments, Ctx, Outcome};
 use super::call::{json_result, Empty};
-use crate::http::code::wire::{commands_unrestricted, context_cwd, TextError};
+use crate::http::code::wire::{commands_unrestricted, context_cwd};
 use crate::http::error::ApiError;
+use crate::http::text_error::TextError;
 
 /// Text kept per stream of one execution.
 pub const CODE_OUTPUT: usize = 64 * 1024;

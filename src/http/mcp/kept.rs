@@ -14,7 +14,11 @@ use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::streams::{STREAM_BYTES, STREAM_MESSAGES};
+/// Messages of each stream kept for a resume.
+pub const STREAM_MESSAGES: usize = 256;
+/// Bytes (of serialized messages) of each stream kept for a resume; a
+/// stream's newest message is kept whatever its size.
+pub const STREAM_BYTES: usize = 1 << 20;
 
 /// One stream of a session: a call's (`id` > 0) or the standalone one (0).
 pub(super) struct Kept {

@@ -3,8 +3,8 @@
 //! [`Sessions`] is the SDK's [`SessionManager`]: the SDK's own local manager
 //! runs each session (its worker, its routing of messages to streams), and
 //! this layer keeps what the SDK sends on each stream, a call's stream and
-//! the standalone `GET /mcp` stream, in a [`Ring`] of its own (the last
-//! [`STREAM_MESSAGES`] messages and [`STREAM_BYTES`] bytes), numbered with
+//! the standalone `GET /mcp` stream, in a [`Ring`](abx_domain::resume::Ring) of its own (the last
+//! `STREAM_MESSAGES` messages and `STREAM_BYTES` bytes), numbered with
 //! its own event ids (`<stream>:<seq>` for a call's, `<seq>` for the
 //! standalone one's). A task drains each of the SDK's streams into its ring
 //! whether or not a client reads it, so a call that ends while its client is
@@ -38,13 +38,8 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::kept::{drain, Kept, Reader};
+use super::kept::{drain, Kept, Reader, STREAM_BYTES, STREAM_MESSAGES};
 
-/// Messages of each stream kept for a resume.
-pub const STREAM_MESSAGES: usize = 256;
-/// Bytes (of serialized messages) of each stream kept for a resume; a
-/// stream's newest message is kept whatever its size.
-pub const STREAM_BYTES: usize = 1 << 20;
 /// How long a call's stream is kept at least after its answer.
 pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// Ended call streams a session keeps; the oldest goes first.

@@ -11,9 +11,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::http::code::wire::TextError;
 use crate::http::envd::connect::{self, ConnectError};
 use crate::http::error::{ApiError, ErrorCode};
+use crate::http::text_error::TextError;
 
 /// A plain endpoint's error answer: the status and `{"code": status, "message"}`.
 pub fn http_error(status: StatusCode, message: impl Into<String>) -> Response {

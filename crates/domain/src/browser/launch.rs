@@ -67,7 +67,7 @@ fn is_executable(path: &Path) -> bool {
 
 /// Chromium's flags for a headless browser on a machine with no network
 /// beyond loopback, with its profile in `profile`, every connection through
-/// the daemon's `proxy` ([`super::proxy`]): every scheme, loopback included
+/// the daemon's `proxy` ([`super::egress`], served by the edge): every scheme, loopback included
 /// (`<-loopback>` removes Chromium's implicit bypass), WebRTC without UDP
 /// that would go around it, no DNS prefetch.
 pub fn flags(profile: &Path, no_sandbox: bool, proxy: SocketAddr) -> Vec<String> {

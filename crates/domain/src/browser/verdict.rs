@@ -1,7 +1,7 @@
 //! The URL policy's verdicts on the browser's requests: host names resolved
 //! and every address decided, and each refusal written where it must be
 //! (the audit log, `navigate`'s blocked list). Request interception and the
-//! network path ([`super::proxy`]) both decide through here.
+//! network path ([`super::egress`]) both decide through here.
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Uploads: request bodies streamed into [`AtomicFile`]s through one
-//! blocking writer each ([`spawn_writer`], which the base64 upload of
+//! blocking writer each (`spawn_writer`, which the base64 upload of
 //! [`super::b64`] feeds too), and resumable upload sessions.
 //!
 //! A body is read on the runtime and each frame, as hyper hands it over
