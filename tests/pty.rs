@@ -367,3 +367,103 @@ fn abx_shell_forwards_input_and_propagates_the_exit_code() {
     let left = rt.block_on(server.client().pty_list()).expect("list");
     assert!(left.is_empty(), "abx closes the session it created: {left:?}");
 }
+
+/// Reads `output` until its text holds `marker`; the text and the last `offset` given.
+async fn read_to(connection: &mut PtyConnection, marker: &str) -> (String, u64, Vec<PtyMessage>) {
+    let wait = async {
+        let (mut text, mut offset, mut events) = (String::new(), 0, Vec::new());
+        while !text.contains(marker) {
+            match connection.recv().await.expect("recv").expect("open") {
+                m if m.kind == "output" => {
+                    text.push_str(m.data.as_deref().unwrap_or_default());
+                    offset = m.offset.expect("every output carries its offset");
+                }
+                m => events.push(m),
+            }
+        }
+        (text, offset, events)
+    };
+    tokio::time::timeout(WAIT, wait).await.expect("the marker in time")
+}
+
+/// Waits until no connection is attached to `id`.
+async fn detached(client: &Client, id: &str) {
+    let deadline = Instant::now() + WAIT;
+    while client.pty_get(id).await.expect("info").attached > 0 {
+        assert!(Instant::now() < deadline, "the dropped connection is still attached");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_reconnect_resumes_at_its_offset_and_learns_exactly_what_the_scrollback_lost() {
+    let server = common::start();
+    let client = server.client();
+    let (id, mut term, _) = open(&client, &sh()).await;
+    term.send_input("echo one-$((1+1))\n").await.expect("input");
+    let (first, offset, _) = read_to(&mut term, "one-2").await;
+    // Written while nobody is attached, once the test says go.
+    let (go, mark) = (server.base.join("go"), server.base.join("written"));
+    let command =
+        format!("while [ ! -e {} ]; do sleep 0.01; done; echo two-$((2*2)); touch {}\n", go.display(), mark.display());
+    term.send_input(&command).await.expect("input");
+    let (echoed, offset_after_echo, _) = read_to(&mut term, "sleep 0.01").await;
+    drop(term);
+    detached(&client, &id).await;
+    std::fs::write(&go, b"").expect("go");
+    let deadline = Instant::now() + WAIT;
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the shell never wrote its output");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // From the offset of "one-2": the echo of the command and what came meanwhile, nothing twice.
+    let url = format!("{}&offset={offset}", server_url(&server, &id));
+    let mut back = client.pty_connect(&url).await.expect("resume");
+    assert!(back.recv().await.expect("recv").expect("started").is_event("started"));
+    let (rest, _, events) = read_to(&mut back, "two-4").await;
+    assert!(events.is_empty(), "nothing lost: {events:?}");
+    assert!(!rest.contains("one-2"), "nothing before the offset again: {rest:?}");
+    assert!(rest.starts_with(&echoed), "every byte after the offset, in order: {rest:?} vs {echoed:?}");
+    assert!(offset_after_echo > offset);
+    // The whole history, read from 0, is the two halves.
+    let mut whole = client.pty_connect(&format!("{}&offset=0", server_url(&server, &id))).await.expect("from 0");
+    assert!(whole.recv().await.expect("recv").expect("started").is_event("started"));
+    let (all, _, _) = read_to(&mut whole, "two-4").await;
+    assert_eq!(all, format!("{first}{rest}"), "resumed exactly where the first connection stopped");
+    drop((back, whole));
+    detached(&client, &id).await;
+
+    // 200 KB while away, more than the 64 KiB scrollback: a resume from the
+    // old offset is told exactly how many bytes it lost, then gets the rest.
+    let mut term = client.pty_connect(&server_url(&server, &id)).await.expect("attach");
+    assert!(term.recv().await.expect("recv").expect("started").is_event("started"));
+    let (go, mark) = (server.base.join("go2"), server.base.join("written2"));
+    let command = format!(
+        "while [ ! -e {} ]; do sleep 0.01; done; seq 100000 120000 >/dev/tty; echo three-$((3*3)); touch {}\n",
+        go.display(),
+        mark.display()
+    );
+    term.send_input(&command).await.expect("input");
+    let (_, resume_at, _) = read_to(&mut term, "sleep 0.01").await;
+    drop(term);
+    detached(&client, &id).await;
+    std::fs::write(&go, b"").expect("go");
+    while !mark.exists() {
+        assert!(Instant::now() < deadline + WAIT, "the shell never wrote its output");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = format!("{}&offset={resume_at}", server_url(&server, &id));
+    let mut late = client.pty_connect(&url).await.expect("resume");
+    assert!(late.recv().await.expect("recv").expect("started").is_event("started"));
+    let (text, end, events) = read_to(&mut late, "three-9").await;
+    let skipped: Vec<u64> = events.iter().filter(|m| m.is_event("skipped")).filter_map(|m| m.bytes).collect();
+    assert_eq!(skipped.len(), 1, "one explicit gap: {events:?}");
+    assert_eq!(resume_at + skipped[0] + text.len() as u64, end, "what it lost plus what it got is everything");
+    assert!(!text.contains("100000\r\n"), "the head is gone, and said so");
+
+    // An offset past the output is bad input, before the upgrade.
+    let url = format!("{}&offset={}", server_url(&server, &id), end + 1_000_000);
+    let err = client.pty_connect(&url).await.expect_err("from the future");
+    assert_eq!(err.status(), Some(400), "{err}");
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use abx_domain::policy::{owner, Grant, Viewer};
 use abx_domain::process::ExitStatus;
 use abx_domain::pty::request::{parse_message, ClientMessage};
-use abx_domain::pty::{Session, TerminalError, Update};
+use abx_domain::pty::{Attachment, Session, TerminalError, Update};
 use abx_wire::api::Fault;
 use abx_wire::api::PtyMessage;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -41,6 +41,9 @@ const INPUT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct ConnectQuery {
     /// The session to attach to.
     pub session_id: Option<String>,
+    /// Resume at this output offset (the `offset` of the last `output`
+    /// received) rather than replay the scrollback (an extension).
+    pub offset: Option<u64>,
 }
 
 /// `GET /pty?session_id=<id>`: attaches to a session; an unknown one is
@@ -71,14 +74,21 @@ pub async fn connect(
             let _ = socket.send(Message::Close(Some(CloseFrame { code: UNKNOWN_SESSION, reason }))).await;
         });
     };
+    let attachment = match query.offset {
+        Some(offset) => match session.attach_at(offset) {
+            Ok(attachment) => attachment,
+            Err(e) => return ApiError::from(e).into_response(),
+        },
+        None => session.attach(),
+    };
     let shutdown = app.shutdown.clone();
-    upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, session, shutdown))
+    upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, attachment, shutdown))
 }
 
 /// One connection's life: `started`, then output, input, resizes and
 /// signals until the shell exits, the client leaves or the server stops.
-async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: CancellationToken) {
-    let mut attachment = session.attach();
+async fn serve(mut socket: WebSocket, mut attachment: Attachment, shutdown: CancellationToken) {
+    let session = Arc::clone(attachment.session());
     let (cols, rows) = session.size();
     let started = PtyMessage {
         session_id: Some(session.id().to_string()),
@@ -100,15 +110,18 @@ async fn serve(mut socket: WebSocket, session: Arc<Session>, shutdown: Cancellat
                 break None;
             }
             update = attachment.next() => match update {
-                Update::Output { text, skipped } => {
+                Update::Output { text, skipped, end } => {
                     if skipped > 0 {
                         let notice = PtyMessage { bytes: Some(skipped), ..PtyMessage::event("skipped") };
                         if send(&mut socket, &notice).await.is_err() {
                             break None;
                         }
                     }
-                    if !text.is_empty() && send(&mut socket, &PtyMessage::output(text)).await.is_err() {
-                        break None;
+                    if !text.is_empty() {
+                        let output = PtyMessage { offset: Some(end), ..PtyMessage::output(text) };
+                        if send(&mut socket, &output).await.is_err() {
+                            break None;
+                        }
                     }
                 }
                 Update::Exited(exit) => break Some(exit),

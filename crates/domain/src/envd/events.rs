@@ -146,7 +146,7 @@ pub fn terminal_events(attachment: crate::pty::Attachment) -> impl Stream<Item =
         let (mut attachment, mut lost) = state?;
         loop {
             match attachment.next().await {
-                Update::Output { text, skipped } => {
+                Update::Output { text, skipped, .. } => {
                     lost += skipped;
                     if !text.is_empty() {
                         let data = ProcessEvent::Data(Output::Pty(text.into_bytes()));

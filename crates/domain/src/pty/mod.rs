@@ -83,6 +83,14 @@ pub enum TerminalError {
     /// The terminal or the shell could not be started.
     #[error("cannot start the terminal: {0}")]
     Spawn(#[source] std::io::Error),
+    /// A resume offset past what the terminal has written.
+    #[error("offset {offset} is past the terminal's output ({end} bytes so far)")]
+    OffsetAhead {
+        /// The offset asked for.
+        offset: u64,
+        /// The bytes written so far.
+        end: u64,
+    },
 }
 
 impl TerminalError {
@@ -92,7 +100,8 @@ impl TerminalError {
             TerminalError::ShellNotAllowed(_)
             | TerminalError::InvalidSize
             | TerminalError::ResizeNotIntegers
-            | TerminalError::SizeOutOfRange => Fault::BadRequest,
+            | TerminalError::SizeOutOfRange
+            | TerminalError::OffsetAhead { .. } => Fault::BadRequest,
             TerminalError::ShellMissing(_) => Fault::ShellNotFound,
             TerminalError::ShellDenied(_) => Fault::ShellNotAllowed,
             TerminalError::EnvNotAMapping => Fault::EnvInvalid,

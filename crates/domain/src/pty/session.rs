@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::scrollback::Scrollback;
 use super::spawn::{ExitFuture, SpawnedShell};
+use super::TerminalError;
 use crate::process::ExitStatus;
 use crate::process::Job;
 
@@ -215,20 +216,35 @@ impl Session {
 
     /// Attaches a reader that starts with the whole kept history.
     pub fn attach(self: &Arc<Self>) -> Attachment {
-        self.attach_with(true)
+        self.attach_with(true, None)
+    }
+
+    /// Attaches a reader that resumes at `offset` (an [`Update::Output`]'s
+    /// `end` a previous connection received): it gets every byte from there,
+    /// or, when the scrollback moved past it, an exact `skipped` count first.
+    ///
+    /// # Errors
+    /// [`TerminalError::OffsetAhead`] for an offset past the output.
+    pub fn attach_at(self: &Arc<Self>, offset: u64) -> Result<Attachment, TerminalError> {
+        let end = locked(&self.output).ring.end();
+        if offset > end {
+            return Err(TerminalError::OffsetAhead { offset, end });
+        }
+        Ok(self.attach_with(true, Some(offset)))
     }
 
     /// Attaches a reader that never holds the shell back: when it falls
     /// behind the scrollback it skips what was overwritten instead.
     pub fn attach_lossy(self: &Arc<Self>) -> Attachment {
-        self.attach_with(false)
+        self.attach_with(false, None)
     }
 
-    fn attach_with(self: &Arc<Self>, holds: bool) -> Attachment {
+    /// A reader from `from`, or from the oldest byte held.
+    fn attach_with(self: &Arc<Self>, holds: bool, from: Option<u64>) -> Attachment {
         let mut output = locked(&self.output);
         let id = output.next_cursor;
         output.next_cursor += 1;
-        let start = output.ring.start();
+        let start = from.unwrap_or_else(|| output.ring.start());
         output.cursors.insert(id, Cursor { offset: start, holds });
         drop(output);
         {
@@ -237,7 +253,7 @@ impl Session {
             state.last_activity = Instant::now();
         }
         let mut decoder = Utf8Decoder::new();
-        if start > 0 {
+        if start > 0 && from.is_none() {
             decoder.resync();
         }
         Attachment {
@@ -365,6 +381,9 @@ pub enum Update {
         text: String,
         /// Bytes missed before it.
         skipped: u64,
+        /// The offset after the last byte `text` holds: where a connection
+        /// that received it resumes ([`Session::attach_at`]).
+        end: u64,
     },
     /// The shell exited and everything it wrote was delivered.
     Exited(ExitStatus),
@@ -417,14 +436,17 @@ impl Attachment {
                 }
                 let text = self.decoder.decode(&chunk.bytes);
                 if !text.is_empty() || chunk.skipped > 0 {
-                    return Update::Output { text, skipped: chunk.skipped };
+                    // A partial character held back is not in `text`: it resumes there.
+                    let end = chunk.next - self.decoder.pending().len() as u64;
+                    return Update::Output { text, skipped: chunk.skipped, end };
                 }
                 continue;
             }
             if let Some(status) = exit {
                 let rest = self.decoder.finish();
                 if !rest.is_empty() {
-                    return Update::Output { text: rest, skipped: 0 };
+                    let end = locked(&self.session.output).ring.end();
+                    return Update::Output { text: rest, skipped: 0, end };
                 }
                 self.done = true;
                 return Update::Exited(status);

@@ -154,6 +154,10 @@ pub struct PtyMessage {
     /// What was wrong with a client message (`error`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The terminal's output offset after this `output`'s text (an
+    /// extension): a client that reconnects with `?offset=` it resumes there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 impl PtyMessage {
