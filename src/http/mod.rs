@@ -29,6 +29,10 @@ pub(crate) mod system;
 mod testing;
 pub mod text_error;
 
+/// Interval of the keep-alive comments of every SSE stream (`/shell/stream`,
+/// file watches, the agents' event streams) while nothing else is sent.
+pub const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,6 @@
 //! has its command's process group terminated (SIGTERM, then SIGKILL).
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use abx_domain::policy::guards::{check_signal, ALLOWED_SIGNALS};
 use abx_domain::policy::Grant;
@@ -33,9 +32,6 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{JsonBody, Query};
 use super::AppState;
-
-/// Keep-alive comment interval of `/shell/stream`.
-pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// How a [`ProcessError`] is answered.
 pub trait IntoApiError {
@@ -124,7 +120,7 @@ pub async fn shell_stream(
     let body = futures_util::stream::unfold(attached, |mut attached| async move {
         attached.next().await.map(|item| (Ok::<_, Infallible>(sse_of(item)), attached))
     });
-    Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)))
+    Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(super::SSE_KEEP_ALIVE)))
 }
 
 /// `POST /process/start`: start in the background.

@@ -8,7 +8,6 @@
 //! or with the server.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use abx_domain::agents::responses::FoundResponse;
 use abx_domain::agents::{Agents, Subscription};
@@ -26,8 +25,6 @@ use crate::http::agents::wire::responses::response_object;
 
 /// Runtime events read per batch (one body chunk).
 const BATCH: usize = 256;
-/// Interval of the keep-alive comments while nothing happens.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct Cursor {
     subscription: Subscription,
@@ -77,7 +74,7 @@ pub fn sse(
             return None;
         }
         let batch = tokio::select! {
-            batch = tokio::time::timeout(KEEP_ALIVE, c.subscription.next(BATCH)) => match batch {
+            batch = tokio::time::timeout(crate::http::SSE_KEEP_ALIVE, c.subscription.next(BATCH)) => match batch {
                 Ok(batch) => batch?,
                 Err(_) => return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), c)),
             },

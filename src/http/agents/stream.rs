@@ -9,8 +9,6 @@
 //! body chunk), so a fast reader costs one write per batch, not per event,
 //! and a slow one holds at most one batch in memory.
 
-use std::time::Duration;
-
 use abx_domain::agents::{AgentError, Subscription};
 use abx_domain::policy::Grant;
 use axum::body::Body;
@@ -29,8 +27,6 @@ use crate::http::AppState;
 
 /// Runtime events read per batch (one body chunk).
 const BATCH: usize = 256;
-/// Interval of the `: ping` comments while nothing happens.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The query of the events stream.
 #[derive(Debug, Default, Deserialize)]
@@ -85,7 +81,7 @@ fn chunks(
             return None;
         }
         let batch = tokio::select! {
-            batch = tokio::time::timeout(KEEP_ALIVE, c.subscription.next(BATCH)) => match batch {
+            batch = tokio::time::timeout(crate::http::SSE_KEEP_ALIVE, c.subscription.next(BATCH)) => match batch {
                 Ok(batch) => batch?,
                 Err(_) => return Some((Ok(Bytes::from_static(b": ping\n\n")), c)),
             },

@@ -93,5 +93,5 @@ fn watch_stream(path: String, attached: watch_runs::Attached, first: bool) -> Re
         })
     });
     let stream = futures_util::stream::once(async move { Ok(ready) }).chain(events);
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(crate::http::process::SSE_KEEP_ALIVE)).into_response()
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(crate::http::SSE_KEEP_ALIVE)).into_response()
 }
