@@ -12,7 +12,7 @@ use std::sync::Arc;
 use abx_domain::policy::{owner, Grant, Viewer};
 use abx_domain::process::ExitStatus;
 use abx_domain::pty::request::{parse_message, ClientMessage};
-use abx_domain::pty::{Attachment, Session, TerminalError, Update};
+use abx_domain::pty::{Session, TerminalError, Update};
 use abx_wire::api::Fault;
 use abx_wire::api::PtyMessage;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -74,21 +74,23 @@ pub async fn connect(
             let _ = socket.send(Message::Close(Some(CloseFrame { code: UNKNOWN_SESSION, reason }))).await;
         });
     };
-    let attachment = match query.offset {
-        Some(offset) => match session.attach_at(offset) {
-            Ok(attachment) => attachment,
-            Err(e) => return ApiError::from(e).into_response(),
-        },
-        None => session.attach(),
-    };
+    // Refused before the upgrade; the offset stays valid (output only grows).
+    if let Some(offset) = query.offset {
+        if let Err(e) = session.check_offset(offset) {
+            return ApiError::from(e).into_response();
+        }
+    }
     let shutdown = app.shutdown.clone();
-    upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, attachment, shutdown))
+    upgrade.max_message_size(MAX_MESSAGE).on_upgrade(move |socket| serve(socket, session, query.offset, shutdown))
 }
 
 /// One connection's life: `started`, then output, input, resizes and
 /// signals until the shell exits, the client leaves or the server stops.
-async fn serve(mut socket: WebSocket, mut attachment: Attachment, shutdown: CancellationToken) {
-    let session = Arc::clone(attachment.session());
+async fn serve(mut socket: WebSocket, session: Arc<Session>, offset: Option<u64>, shutdown: CancellationToken) {
+    let mut attachment = match offset {
+        Some(offset) => session.attach_at(offset),
+        None => session.attach(),
+    };
     let (cols, rows) = session.size();
     let started = PtyMessage {
         session_id: Some(session.id().to_string()),

@@ -219,18 +219,25 @@ impl Session {
         self.attach_with(true, None)
     }
 
-    /// Attaches a reader that resumes at `offset` (an [`Update::Output`]'s
-    /// `end` a previous connection received): it gets every byte from there,
-    /// or, when the scrollback moved past it, an exact `skipped` count first.
+    /// Whether a reader may resume at `offset`: not past what the terminal
+    /// wrote (an offset that passes stays valid: the output only grows).
     ///
     /// # Errors
     /// [`TerminalError::OffsetAhead`] for an offset past the output.
-    pub fn attach_at(self: &Arc<Self>, offset: u64) -> Result<Attachment, TerminalError> {
+    pub fn check_offset(&self, offset: u64) -> Result<(), TerminalError> {
         let end = locked(&self.output).ring.end();
         if offset > end {
             return Err(TerminalError::OffsetAhead { offset, end });
         }
-        Ok(self.attach_with(true, Some(offset)))
+        Ok(())
+    }
+
+    /// Attaches a reader that resumes at `offset` (an [`Update::Output`]'s
+    /// `end` a previous connection received, checked first by
+    /// [`Session::check_offset`]): it gets every byte from there, or, when
+    /// the scrollback moved past it, an exact `skipped` count first.
+    pub fn attach_at(self: &Arc<Self>, offset: u64) -> Attachment {
+        self.attach_with(true, Some(offset))
     }
 
     /// Attaches a reader that never holds the shell back: when it falls
